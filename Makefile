@@ -1,0 +1,97 @@
+# sluice — build, run and test.
+#
+#   make deps    install the Debian packages that are missing (only those)
+#   make         build build/sluice
+#   make run     build, then run the gate on examples/ in the foreground
+#   make test    unit tests, then end-to-end tests, all under ASan + UBSan
+#
+# Every object is built twice: build/ (optimised, for use) and build/san/
+# (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests).
+
+CC      ?= gcc
+PKGS    := libevent_core libevent_pthreads libcares inih libidn2 libpsl
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+ALL_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iallowlist -Iproxy \
+              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# Debian's mbedtls 2.28 ships no pkg-config file.
+LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+# Debian packages: build, unit tests, end-to-end tests.
+DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
+            libidn2-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev libcmocka-dev \
+            python3 python3-pytest dnsmasq-base iproute2 util-linux curl openssl
+
+LIB_SRC  := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))
+MAIN_SRC := proxy/main.c
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+
+OBJ      := $(LIB_SRC:%.c=build/%.o)
+SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/san/tests/%)
+
+.PHONY: all deps run test unit e2e clean san
+.DELETE_ON_ERROR:
+
+all: build/sluice
+
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+build/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN) -MMD -MP -c $< -o $@
+
+build/libsluice.a: $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/san/libsluice.a: $(SAN_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/sluice: build/proxy/main.o build/libsluice.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LIBS)
+
+build/san/sluice: build/san/proxy/main.o build/san/libsluice.a
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $^ $(LIBS)
+
+build/san/tests/%: tests/unit/%.c build/san/libsluice.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN) -Itests/unit -o $@ $< build/san/libsluice.a $(LIBS) -lcmocka
+
+san: build/san/sluice $(UNIT_BIN)
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "all Debian packages present"; fi
+
+run: deps
+	$(MAKE) all
+	build/sluice run -c examples/sluice.ini
+
+# Unit tests, then end-to-end tests. The end-to-end suite runs in a network
+# namespace of its own (unshare --net); conftest.py refuses to start outside one.
+test: deps
+	$(MAKE) san
+	$(MAKE) unit
+	$(MAKE) e2e
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $$t; done
+
+e2e: build/san/sluice
+	SLUICE_BIN=$(CURDIR)/build/san/sluice unshare --net -- /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
+
+clean:
+	rm -rf build
+
+-include $(OBJ:.o=.d) $(SAN_OBJ:.o=.d) build/proxy/main.d build/san/proxy/main.d

@@ -1,0 +1,106 @@
+/* HTTP/1.x message heads and body framing, parsed strictly. Pure: bytes in,
+ * results out, no I/O and no allocation. */
+#ifndef SLUICE_HTTP_PARSE_H
+#define SLUICE_HTTP_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_HTTP_MAX_LINE    8192    /* request line */
+#define SL_HTTP_MAX_HEAD    32768   /* whole head, request line to blank line */
+#define SL_HTTP_MAX_HEADERS 100
+
+typedef enum sl_http_status {
+    SL_HTTP_OK,          /* a complete head was parsed */
+    SL_HTTP_INCOMPLETE,  /* need more bytes; nothing over the limits yet */
+    SL_HTTP_BAD,         /* syntax error -> 400 */
+    SL_HTTP_TOO_LARGE,   /* over a limit -> 431 */
+} sl_http_status;
+
+typedef struct sl_span {
+    const char *p;
+    size_t len;
+} sl_span;
+
+typedef struct sl_http_header {
+    sl_span name;
+    sl_span value;       /* leading and trailing OWS removed */
+    bool hop_by_hop;     /* dropped when forwarding: the fixed hop-by-hop set,
+                            Proxy-Authorization, and any named in Connection */
+} sl_http_header;
+
+typedef enum sl_http_method {
+    SL_METHOD_OTHER, SL_METHOD_GET, SL_METHOD_HEAD, SL_METHOD_POST, SL_METHOD_PUT,
+    SL_METHOD_DELETE, SL_METHOD_OPTIONS, SL_METHOD_PATCH, SL_METHOD_TRACE,
+    SL_METHOD_CONNECT,
+} sl_http_method;
+
+typedef struct sl_http_head {
+    /* request line, or status line for responses */
+    sl_http_method method;
+    sl_span method_text;
+    sl_span target;       /* request-target as sent */
+    int version_minor;    /* HTTP/1.0 or HTTP/1.1 only */
+    int status;           /* responses: 100..599 */
+    sl_span reason;
+
+    sl_http_header headers[SL_HTTP_MAX_HEADERS];
+    size_t nheaders;
+    size_t head_len;      /* bytes up to and including the blank line */
+
+    /* framing */
+    int64_t content_length;  /* -1 when absent */
+    bool chunked;            /* Transfer-Encoding: chunked (final coding) */
+    bool conn_close;         /* Connection: close, or HTTP/1.0 without keep-alive */
+    bool expect_continue;
+    sl_span host;            /* Host header value; p == NULL when absent */
+
+    const char *error;       /* static text when the result is BAD or TOO_LARGE */
+} sl_http_head;
+
+/* A request head. Rejects: obs-fold, whitespace before a colon, a bare CR or
+ * LF, control bytes in values, invalid tokens, versions other than 1.0/1.1,
+ * more than one Host, Content-Length that is not a decimal or that conflicts
+ * with another (identical repeats are folded), Content-Length together with
+ * Transfer-Encoding, a Transfer-Encoding whose last coding is not chunked, a
+ * Connection header naming Host, Content-Length or Transfer-Encoding. */
+sl_http_status sl_http_parse_request(const char *buf, size_t len, sl_http_head *out);
+
+/* A response head from an origin. Same strictness; Transfer-Encoding with
+ * Content-Length is allowed here (chunked wins, as RFC 9112 says) but the
+ * response is then marked conn_close. */
+sl_http_status sl_http_parse_response(const char *buf, size_t len, sl_http_head *out);
+
+/* True if the header's name equals `name`, case-insensitive. */
+bool sl_http_header_is(const sl_http_header *h, const char *name);
+
+/* An absolute-form target "http://host[:port]/path?query". The authority and
+ * the origin-form path ("/" when empty) are returned as spans into target.
+ * Refuses other schemes, userinfo, fragments, and spaces or control bytes. */
+bool sl_http_parse_absolute(sl_span target, sl_span *authority, sl_span *path,
+                            const char **err);
+
+/* Chunked body framing. The body is relayed as it is; this only finds its
+ * end and checks its syntax (sizes in hex, at most 16 digits, extensions and
+ * trailers bounded, CRLF line ends). */
+typedef struct sl_chunked {
+    int state;
+    uint64_t remaining;   /* bytes left in the current chunk's data */
+    size_t line_len;      /* bytes in the current size/trailer line */
+    size_t trailer_bytes;
+    bool done;
+} sl_chunked;
+
+void sl_chunked_init(sl_chunked *c);
+
+/* Feed bytes. Returns the number of bytes that belong to the body (<= len;
+ * fewer only once the body has ended, *c.done then true), or -1 on a syntax
+ * error (with *err set). */
+long sl_chunked_feed(sl_chunked *c, const char *buf, size_t len, const char **err);
+
+/* Whether a response to a request with `method` and status carries a body
+ * (no body for HEAD, 1xx, 204, 304). */
+bool sl_http_response_has_body(sl_http_method request_method, int status);
+
+#endif
