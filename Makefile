@@ -75,7 +75,9 @@ deps:
 
 run: deps
 	$(MAKE) all
-	build/sluice run -c examples/sluice.ini
+	@echo "sluice: starting on the example policy (proxy/example/); try, from another terminal:"
+	@echo "  curl -x http://127.0.0.1:3128 https://deb.debian.org/debian/ -I"
+	build/sluice run -c proxy/example/sluice.ini
 
 # Unit tests, then end-to-end tests. The end-to-end suite runs in a network
 # namespace of its own (unshare --net); conftest.py refuses to start outside one.

@@ -27,6 +27,9 @@ typedef struct sl_ports {
     size_t n;
 } sl_ports;
 
+/* "443", "443, 8443", "80 8080": ports 1..65535 separated by commas and/or
+ * spaces, at most 32 distinct, duplicates folded, first-seen order. An empty
+ * list is an error. */
 bool sl_ports_parse(const char *s, sl_ports *out, char *err, size_t errcap);
 bool sl_ports_has(const sl_ports *p, int port);
 
@@ -36,8 +39,9 @@ sl_allowlist *sl_allowlist_new(void);
 void sl_allowlist_free(sl_allowlist *al);
 
 /* Parse one allowlist line (comments and blank lines allowed: they add
- * nothing) and add it. `file` is copied. On error returns false with a
- * message (without the FILE:LINE prefix) in err. */
+ * nothing) and add it. `file` is copied (interned: one copy per name). Lines
+ * over 1024 bytes are an error. On error returns false with a message
+ * (without the FILE:LINE prefix) in err. */
 bool sl_allowlist_add_line(sl_allowlist *al, const char *text, size_t len,
                            const char *file, int line, char *err, size_t errcap);
 
@@ -57,9 +61,12 @@ typedef enum sl_match_result {
 } sl_match_result;
 
 /* Match host and port. `connect` selects connect_ports or http_ports for
- * bare entries. On SL_MATCH_ALLOWED *rule is the entry that allowed it (the
- * first one in insertion order of the most specific kind: exact before apex
- * and wildcard). Never does I/O. */
+ * bare entries (a NULL set allows nothing). On SL_MATCH_ALLOWED *rule is the
+ * entry that allowed it: the most specific entry that allows the port (exact
+ * first, then apex/wildcard by longest suffix; among equals the earliest
+ * inserted); otherwise *rule is NULL. SL_MATCH_PORT_NOT_ALLOWED when some
+ * entry covers the host but none allows the port. IP literal hosts match only
+ * exact IP entries. Cost does not grow with the list size. Never does I/O. */
 sl_match_result sl_allowlist_match(const sl_allowlist *al, const sl_host *h, int port,
                                    bool connect, const sl_ports *connect_ports,
                                    const sl_ports *http_ports, const sl_entry **rule);

@@ -23,8 +23,11 @@ typedef struct sl_host {
  * at most 253 in all, one trailing dot dropped, case folded), a canonical
  * dotted-quad, or a bracketed IPv6 literal without zone id. ASCII only.
  * Anything that looks numeric but is not a canonical dotted quad (last label
- * all digits or 0x-hex: 127.1, 0x7f.0.0.1, 2130706433, 0177.0.0.1, 1.2.3.4.5)
- * is refused. On error returns false and sets *err to a short reason. */
+ * all digits or 0x-hex: 127.1, 0x7f.0.0.1, 2130706433, 0177.0.0.1, 1.2.3.4.5,
+ * and an address with a trailing dot, 127.0.0.1.) is refused, as is an
+ * IPv6 literal without brackets. On error returns false and sets *err to a
+ * short static reason. `s` need not be NUL-terminated; a NUL inside is an
+ * error. */
 bool sl_host_parse(const char *s, size_t len, sl_host *out, const char **err);
 
 /* "host:port" (CONNECT target; port required) or "host[:port]" (URL

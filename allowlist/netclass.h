@@ -23,7 +23,12 @@ typedef struct sl_verdict {
 
 /* Order: deny_cidr denies; the metadata addresses are denied even inside
  * allow_cidr; allow_cidr admits; otherwise the registries decide (longest
- * prefix wins) and an embedded IPv4 address must itself be public. */
+ * prefix wins) and an embedded IPv4 address must itself be public.
+ * allow_cidr is matched against the address as given, so a v4 allow_cidr
+ * does not admit the IPv4-mapped form; deny_cidr and the metadata rule
+ * also look at the IPv4 an IPv6 form embeds. Reasons that name an address
+ * are written into `scratch` (128 bytes is ample; with none, a shorter
+ * static reason is used). Never allocates. */
 sl_verdict sl_classify(const sl_addr *a, sl_cidr_list allow, sl_cidr_list deny,
                        char *scratch, size_t scratchcap);
 

@@ -1,0 +1,704 @@
+/* Loading the policy from defaults, the INI file and the command line. */
+#include "config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The built-in defaults, in one place (SPEC: defaults < config < flags). */
+static void set_defaults(sl_policy *p)
+{
+    p->workers = 0;
+    p->max_clients = 4096;
+    p->shutdown_grace_ms = 10000;
+    p->exit_idle_s = 0;
+    p->connect_ports = (sl_ports){ .v = { 443 }, .n = 1 };
+    p->http_ports = (sl_ports){ .v = { 80 }, .n = 1 };
+    p->sni_check = true;
+    p->dns_timeout_ms = 2000;
+    p->min_ttl_s = 5;
+    p->max_ttl_s = 300;
+    p->header_ms = 10000;
+    p->connect_ms = 10000;
+    p->idle_ms = 300000;
+}
+#define DEFAULT_LISTEN "127.0.0.1:3128"
+#define DEFAULT_LOG "-"
+
+/* inih as Debian builds it reads lines of at most INI_MAX_LINE bytes
+ * including the newline and NUL, and silently splits longer ones. */
+#define INI_LINE_LIMIT 198
+
+typedef struct loader {
+    sl_policy *p;
+    sl_report_fn report;
+    void *ctx;
+    int errors;
+
+    const char *file;       /* config file as named */
+    char dir[PATH_MAX];     /* its directory, for relative paths */
+    const char *text;       /* file contents */
+    size_t pos, size;
+    int line;               /* line the reader last returned */
+    bool seen[32];          /* non-repeatable keys seen */
+    bool listen_from_config, dns_from_config;
+} loader;
+
+static void report(loader *l, const char *where, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void report(loader *l, const char *where, int line, const char *fmt, ...)
+{
+    char msg[1024], full[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (line > 0)
+        snprintf(full, sizeof full, "%s:%d: %s", where, line, msg);
+    else
+        snprintf(full, sizeof full, "%s: %s", where, msg);
+    l->errors++;
+    l->report(l->ctx, full);
+}
+
+static void report_cb(void *ctx, const char *msg)
+{
+    loader *l = ctx;
+    l->errors++;
+    l->report(l->ctx, msg);
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) {
+        perror("sluice: out of memory");
+        exit(1);
+    }
+    return d;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        perror("sluice: out of memory");
+        exit(1);
+    }
+    return q;
+}
+
+static char *resolve_path(const loader *l, const char *path)
+{
+    if (path[0] == '/' || !l->file || l->dir[0] == '\0')
+        return xstrdup(path);
+    size_t n = strlen(l->dir) + strlen(path) + 2;
+    char *s = xrealloc(NULL, n);
+    snprintf(s, n, "%s/%s", l->dir, path);
+    return s;
+}
+
+/* Whole decimal in [lo, hi]. */
+static bool parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_bool(const char *s, bool *out)
+{
+    if (!strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcasecmp(s, "on") || !strcmp(s, "1"))
+        *out = true;
+    else if (!strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcasecmp(s, "off") || !strcmp(s, "0"))
+        *out = false;
+    else
+        return false;
+    return true;
+}
+
+/* "IP:PORT" or "[IPv6]:PORT"; with default_port >= 0 the port may be left
+ * out. Host names are refused: a gate must not depend on DNS to start. */
+static bool parse_ip_port(const char *s, int default_port, bool allow_port0, sl_addr *addr,
+                          int *port, char *err, size_t errcap)
+{
+    const char *host = s, *colon = NULL;
+    size_t hlen;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb) {
+            snprintf(err, errcap, "'%s': missing ']'", s);
+            return false;
+        }
+        host = s + 1;
+        hlen = (size_t)(rb - host);
+        if (rb[1] == ':')
+            colon = rb + 1;
+        else if (rb[1] != '\0') {
+            snprintf(err, errcap, "'%s': unexpected text after ']'", s);
+            return false;
+        }
+    } else {
+        colon = strrchr(s, ':');
+        if (colon && strchr(s, ':') != colon) {
+            snprintf(err, errcap, "'%s': write IPv6 addresses in brackets, [::1]:3128", s);
+            return false;
+        }
+        hlen = colon ? (size_t)(colon - s) : strlen(s);
+    }
+    if (!sl_addr_parse(host, hlen, addr)) {
+        snprintf(err, errcap, "'%s' is not an IP address (host names are not accepted here)", s);
+        return false;
+    }
+    if (s[0] != '[' && addr->family == AF_INET6) {
+        snprintf(err, errcap, "'%s': write IPv6 addresses in brackets", s);
+        return false;
+    }
+    if (!colon) {
+        if (default_port < 0) {
+            snprintf(err, errcap, "'%s': a port is required", s);
+            return false;
+        }
+        *port = default_port;
+        return true;
+    }
+    long v;
+    if (!parse_int(colon + 1, allow_port0 ? 0 : 1, 65535, &v) || (colon[1] == '0' && colon[2])) {
+        snprintf(err, errcap, "'%s': bad port", s);
+        return false;
+    }
+    *port = (int)v;
+    return true;
+}
+
+static bool add_listen(loader *l, const char *value, const char *where, int line)
+{
+    sl_policy *p = l->p;
+    char err[400];
+    if (p->nlisten == SL_MAX_LISTEN) {
+        report(l, where, line, "too many listen addresses (at most %d)", SL_MAX_LISTEN);
+        return false;
+    }
+    sl_listen *ls = &p->listen[p->nlisten];
+    if (!parse_ip_port(value, -1, true, &ls->addr, &ls->port, err, sizeof err)) {
+        report(l, where, line, "listen: %s", err);
+        return false;
+    }
+    if (line > 0)
+        snprintf(ls->where, sizeof ls->where, "%s:%d", where, line);
+    else
+        snprintf(ls->where, sizeof ls->where, "%s", where);
+    p->nlisten++;
+    return true;
+}
+
+static bool add_dns(loader *l, const char *value, const char *where, int line)
+{
+    sl_policy *p = l->p;
+    char err[400];
+    if (p->ndns == SL_MAX_DNS) {
+        report(l, where, line, "too many DNS servers (at most %d)", SL_MAX_DNS);
+        return false;
+    }
+    sl_dns_server *d = &p->dns[p->ndns];
+    if (!parse_ip_port(value, 53, false, &d->addr, &d->port, err, sizeof err)) {
+        report(l, where, line, "server: %s", err);
+        return false;
+    }
+    p->ndns++;
+    return true;
+}
+
+static void add_cidr(loader *l, sl_cidr **v, size_t *n, const char *key, const char *value,
+                     int line)
+{
+    sl_cidr c;
+    char err[300];
+    if (!sl_cidr_parse(value, &c, err, sizeof err)) {
+        report(l, l->file, line, "%s: %s", key, err);
+        return;
+    }
+    *v = xrealloc(*v, (*n + 1) * sizeof **v);
+    (*v)[(*n)++] = c;
+}
+
+static void add_allowlist_file(loader *l, const char *path)
+{
+    sl_policy *p = l->p;
+    p->allowlist_files = xrealloc(p->allowlist_files, (p->nallowlist_files + 1) * sizeof(char *));
+    p->allowlist_files[p->nallowlist_files++] = xstrdup(path);
+    sl_allowlist_load_file(p->allow, path, report_cb, l);
+}
+
+static void add_inline_allow(loader *l, const char *value, const char *where, int line)
+{
+    char err[400];
+    if (!sl_allowlist_add_line(l->p->allow, value, strlen(value), where, line, err, sizeof err)) {
+        report(l, where, line, "allow: %s", err);
+        return;
+    }
+    char first = value[strspn(value, " \t")];
+    if (first == '#' || first == '\0')
+        report(l, where, line, "allow: empty entry");
+}
+
+/* ---- the INI file ---- */
+
+enum key_id {
+    K_LISTEN, K_WORKERS, K_MAX_CLIENTS, K_GRACE, K_EXIT_IDLE,
+    K_ALLOWLIST, K_ALLOW, K_CONNECT_PORTS, K_HTTP_PORTS, K_ALLOW_CIDR, K_DENY_CIDR, K_SNI,
+    K_DNS_SERVER, K_DNS_TIMEOUT, K_MIN_TTL, K_MAX_TTL,
+    K_HEADER_MS, K_CONNECT_MS, K_IDLE_MS,
+    K_LOG_PATH, K_ADMIN_LISTEN,
+};
+
+static const struct key {
+    const char *section, *name;
+    enum key_id id;
+    bool repeat;
+} keys[] = {
+    { "proxy", "listen", K_LISTEN, true },
+    { "proxy", "workers", K_WORKERS, false },
+    { "proxy", "max_clients", K_MAX_CLIENTS, false },
+    { "proxy", "shutdown_grace_ms", K_GRACE, false },
+    { "proxy", "exit_idle_s", K_EXIT_IDLE, false },
+    { "policy", "allowlist", K_ALLOWLIST, true },
+    { "policy", "allow", K_ALLOW, true },
+    { "policy", "connect_ports", K_CONNECT_PORTS, false },
+    { "policy", "http_ports", K_HTTP_PORTS, false },
+    { "policy", "allow_cidr", K_ALLOW_CIDR, true },
+    { "policy", "deny_cidr", K_DENY_CIDR, true },
+    { "policy", "sni_check", K_SNI, false },
+    { "dns", "server", K_DNS_SERVER, true },
+    { "dns", "timeout_ms", K_DNS_TIMEOUT, false },
+    { "dns", "min_ttl_s", K_MIN_TTL, false },
+    { "dns", "max_ttl_s", K_MAX_TTL, false },
+    { "timeouts", "header_ms", K_HEADER_MS, false },
+    { "timeouts", "connect_ms", K_CONNECT_MS, false },
+    { "timeouts", "idle_ms", K_IDLE_MS, false },
+    { "log", "path", K_LOG_PATH, false },
+    { "admin", "listen", K_ADMIN_LISTEN, false },
+};
+static const char *const sections[] = { "proxy", "policy", "dns", "timeouts", "log", "admin" };
+
+static bool known_section(const char *s, size_t len)
+{
+    for (size_t i = 0; i < sizeof sections / sizeof *sections; i++)
+        if (strlen(sections[i]) == len && strncmp(sections[i], s, len) == 0)
+            return true;
+    return false;
+}
+
+static bool set_ms(loader *l, const char *name, const char *value, long lo, long hi, int *out)
+{
+    long v;
+    if (!parse_int(value, lo, hi, &v)) {
+        report(l, l->file, l->line, "%s: '%s' is not a whole number in %ld..%ld", name, value, lo, hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static int on_key(void *user, const char *section, const char *name, const char *value)
+{
+    loader *l = user;
+    sl_policy *p = l->p;
+    const struct key *k = NULL;
+    char err[400];
+
+    if (section[0] == '\0') {
+        report(l, l->file, l->line, "'%s' is outside any section", name);
+        return 1;
+    }
+    if (!known_section(section, strlen(section)))
+        return 1; /* reported once, by the reader, on the [section] line */
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].name, name))
+            k = &keys[i];
+    if (!k) {
+        report(l, l->file, l->line, "unknown key '%s' in [%s]", name, section);
+        return 1;
+    }
+    if (!k->repeat) {
+        if (l->seen[k->id]) {
+            report(l, l->file, l->line, "'%s' given twice in [%s]", name, section);
+            return 1;
+        }
+        l->seen[k->id] = true;
+    }
+
+    switch (k->id) {
+    case K_LISTEN:
+        if (!l->listen_from_config) {
+            l->listen_from_config = true;
+            p->nlisten = 0;
+        }
+        add_listen(l, value, l->file, l->line);
+        break;
+    case K_WORKERS:
+        set_ms(l, name, value, 0, 64, &p->workers);
+        break;
+    case K_MAX_CLIENTS:
+        set_ms(l, name, value, 1, 1000000, &p->max_clients);
+        break;
+    case K_GRACE:
+        set_ms(l, name, value, 0, 3600000, &p->shutdown_grace_ms);
+        break;
+    case K_EXIT_IDLE:
+        set_ms(l, name, value, 0, 86400 * 365, &p->exit_idle_s);
+        break;
+    case K_ALLOWLIST: {
+        char *path = resolve_path(l, value);
+        add_allowlist_file(l, path);
+        free(path);
+        break;
+    }
+    case K_ALLOW:
+        add_inline_allow(l, value, l->file, l->line);
+        break;
+    case K_CONNECT_PORTS:
+    case K_HTTP_PORTS:
+        if (!sl_ports_parse(value, k->id == K_CONNECT_PORTS ? &p->connect_ports : &p->http_ports,
+                            err, sizeof err))
+            report(l, l->file, l->line, "%s: %s", name, err);
+        break;
+    case K_ALLOW_CIDR:
+        add_cidr(l, &p->allow_cidr, &p->nallow_cidr, name, value, l->line);
+        break;
+    case K_DENY_CIDR:
+        add_cidr(l, &p->deny_cidr, &p->ndeny_cidr, name, value, l->line);
+        break;
+    case K_SNI:
+        if (!parse_bool(value, &p->sni_check))
+            report(l, l->file, l->line, "sni_check: '%s' is not yes or no", value);
+        break;
+    case K_DNS_SERVER:
+        if (!l->dns_from_config) {
+            l->dns_from_config = true;
+            p->ndns = 0;
+        }
+        add_dns(l, value, l->file, l->line);
+        break;
+    case K_DNS_TIMEOUT:
+        set_ms(l, name, value, 1, 600000, &p->dns_timeout_ms);
+        break;
+    case K_MIN_TTL:
+        set_ms(l, name, value, 0, 86400, &p->min_ttl_s);
+        break;
+    case K_MAX_TTL:
+        set_ms(l, name, value, 0, 86400, &p->max_ttl_s);
+        break;
+    case K_HEADER_MS:
+        set_ms(l, name, value, 1, 3600000, &p->header_ms);
+        break;
+    case K_CONNECT_MS:
+        set_ms(l, name, value, 1, 3600000, &p->connect_ms);
+        break;
+    case K_IDLE_MS:
+        set_ms(l, name, value, 1, 86400000, &p->idle_ms);
+        break;
+    case K_LOG_PATH:
+        free(p->log_path);
+        p->log_path = strcmp(value, "-") ? resolve_path(l, value) : xstrdup("-");
+        break;
+    case K_ADMIN_LISTEN:
+        if (value[0] != '\0') {
+            sl_addr a;
+            int port;
+            if (!parse_ip_port(value, -1, false, &a, &port, err, sizeof err))
+                report(l, l->file, l->line, "admin listen: %s", err);
+            else {
+                free(p->admin_listen);
+                p->admin_listen = xstrdup(value);
+            }
+        }
+        break;
+    }
+    return 1;
+}
+
+/* inih's line source. It counts lines for our messages, reports lines inih
+ * would split, and checks section names (inih does not call back for an
+ * empty section, so an unknown one would go unnoticed). */
+static char *read_line(char *str, int num, void *stream)
+{
+    loader *l = stream;
+    if (l->pos >= l->size)
+        return NULL;
+    const char *start = l->text + l->pos;
+    const char *nl = memchr(start, '\n', l->size - l->pos);
+    size_t len = nl ? (size_t)(nl - start) : l->size - l->pos;
+    l->pos += len + (nl ? 1 : 0);
+    l->line++;
+    if (len > 0 && start[len - 1] == '\r')
+        len--;
+
+    if (memchr(start, '\0', len)) {
+        report(l, l->file, l->line, "NUL byte in line");
+        snprintf(str, (size_t)num, ";\n");
+        return str;
+    }
+    if (len > INI_LINE_LIMIT || len + 2 > (size_t)num) {
+        report(l, l->file, l->line, "line is %zu characters long; the config reader accepts at most %d",
+               len, INI_LINE_LIMIT);
+        snprintf(str, (size_t)num, ";\n");
+        return str;
+    }
+    size_t i = 0;
+    while (i < len && (start[i] == ' ' || start[i] == '\t'))
+        i++;
+    if (i < len && start[i] == '[') {
+        const char *rb = memchr(start + i, ']', len - i);
+        if (rb && !known_section(start + i + 1, (size_t)(rb - start - i - 1)))
+            report(l, l->file, l->line, "unknown section [%.*s]", (int)(rb - start - i - 1), start + i + 1);
+    }
+    memcpy(str, start, len);
+    str[len] = '\n';
+    str[len + 1] = '\0';
+    return str;
+}
+
+static bool read_file(const char *path, char **out, size_t *size, char *err, size_t errcap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errcap, "cannot open: %s", strerror(errno));
+        return false;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 4096;
+            if (cap > (16u << 20)) {
+                snprintf(err, errcap, "file is larger than 16 MiB");
+                free(buf);
+                fclose(f);
+                return false;
+            }
+            buf = xrealloc(buf, cap);
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errcap, "cannot read: %s", strerror(errno));
+        free(buf);
+        return false;
+    }
+    *out = buf;
+    *size = n;
+    return true;
+}
+
+static void load_ini(loader *l, const char *path)
+{
+    char err[300];
+    char *text = NULL;
+    l->file = path;
+    const char *slash = strrchr(path, '/');
+    if (slash)
+        snprintf(l->dir, sizeof l->dir, "%.*s", (int)(slash - path), path);
+    else
+        snprintf(l->dir, sizeof l->dir, ".");
+    if (slash == path)
+        snprintf(l->dir, sizeof l->dir, "/");
+    if (!read_file(path, &text, &l->size, err, sizeof err)) {
+        report(l, path, 0, "%s", err);
+        return;
+    }
+    l->text = text;
+    int rc = ini_parse_stream(read_line, l, on_key, l);
+    if (rc > 0)
+        report(l, path, rc, "syntax error (expected [section], key = value, or a comment)");
+    else if (rc < 0)
+        report(l, path, 0, "cannot parse");
+    free(text);
+    l->text = NULL;
+}
+
+/* Default DNS servers: the nameserver lines of /etc/resolv.conf. */
+static void dns_from_resolv_conf(loader *l)
+{
+    FILE *f = fopen("/etc/resolv.conf", "r");
+    char line[512];
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f) && l->p->ndns < SL_MAX_DNS) {
+        char *s = line + strspn(line, " \t");
+        if (strncmp(s, "nameserver", 10) != 0 || (s[10] != ' ' && s[10] != '\t'))
+            continue;
+        s += 10;
+        s += strspn(s, " \t");
+        s[strcspn(s, " \t\r\n#;%")] = '\0';
+        sl_dns_server *d = &l->p->dns[l->p->ndns];
+        if (sl_addr_parse(s, strlen(s), &d->addr)) {
+            d->port = 53;
+            l->p->ndns++;
+        }
+    }
+    fclose(f);
+    l->p->dns_from_resolv_conf = true;
+}
+
+static int cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
+{
+    static atomic_ulong generation;
+    sl_policy *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    atomic_init(&p->refs, 1);
+    set_defaults(p);
+    p->allow = sl_allowlist_new();
+    p->log_path = xstrdup(DEFAULT_LOG);
+    loader l = { .p = p, .report = rep, .ctx = ctx };
+
+    if (opt->config) {
+        p->config_path = xstrdup(opt->config);
+        load_ini(&l, opt->config);
+    }
+    l.file = NULL;
+    l.dir[0] = '\0';
+
+    /* Flags override the file: a repeatable flag replaces the file's list,
+     * except allowlists and inline entries, which add to it. */
+    if (opt->listen.n)
+        p->nlisten = 0;
+    for (size_t i = 0; i < opt->listen.n; i++)
+        add_listen(&l, opt->listen.v[i], "--listen", 0);
+    if (p->nlisten == 0)
+        add_listen(&l, DEFAULT_LISTEN, "default", 0);
+    if (opt->dns_server.n)
+        p->ndns = 0;
+    for (size_t i = 0; i < opt->dns_server.n; i++)
+        add_dns(&l, opt->dns_server.v[i], "--dns-server", 0);
+    if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n)
+        dns_from_resolv_conf(&l);
+    if (p->ndns == 0)
+        report(&l, opt->config ? opt->config : "dns", 0,
+               "no DNS server: set [dns] server or --dns-server (/etc/resolv.conf names none)");
+    for (size_t i = 0; i < opt->allowlist.n; i++)
+        add_allowlist_file(&l, opt->allowlist.v[i]);
+    for (size_t i = 0; i < opt->allow.n; i++)
+        add_inline_allow(&l, opt->allow.v[i], "--allow", 0);
+    if (opt->log) {
+        free(p->log_path);
+        p->log_path = xstrdup(opt->log);
+    }
+    if (opt->workers >= 0)
+        p->workers = opt->workers;
+
+    if (p->min_ttl_s > p->max_ttl_s)
+        report(&l, opt->config ? opt->config : "dns", 0, "min_ttl_s (%d) is above max_ttl_s (%d)",
+               p->min_ttl_s, p->max_ttl_s);
+    if (p->workers == 0)
+        p->workers = cpu_count();
+
+    if (l.errors) {
+        sl_policy_unref(p);
+        return NULL;
+    }
+    p->generation = ++generation;
+    return p;
+}
+
+sl_policy *sl_policy_ref(sl_policy *p)
+{
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+    return p;
+}
+
+void sl_policy_unref(sl_policy *p)
+{
+    if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    sl_allowlist_free(p->allow);
+    for (size_t i = 0; i < p->nallowlist_files; i++)
+        free(p->allowlist_files[i]);
+    free(p->allowlist_files);
+    free(p->allow_cidr);
+    free(p->deny_cidr);
+    free(p->config_path);
+    free(p->log_path);
+    free(p->admin_listen);
+    free(p);
+}
+
+static void print_ports(FILE *out, const char *name, const sl_ports *ports)
+{
+    fprintf(out, "  %-14s", name);
+    for (size_t i = 0; i < ports->n; i++)
+        fprintf(out, "%s%u", i ? ", " : " ", ports->v[i]);
+    fputc('\n', out);
+}
+
+void sl_policy_print(const sl_policy *p, FILE *out)
+{
+    char a[SL_ADDR_STRLEN], line[300], c[64];
+
+    fprintf(out, "config: %s\n", p->config_path ? p->config_path : "(none; built-in defaults)");
+    fprintf(out, "listen:\n");
+    for (size_t i = 0; i < p->nlisten; i++) {
+        const sl_listen *ls = &p->listen[i];
+        sl_addr_format(&ls->addr, a, sizeof a);
+        fprintf(out, "  %s%s%s:%d  (%s)\n", ls->addr.family == AF_INET6 ? "[" : "", a,
+                ls->addr.family == AF_INET6 ? "]" : "", ls->port, ls->where);
+    }
+    fprintf(out, "proxy:\n  workers        %d\n  max_clients    %d\n  shutdown_grace %d ms\n"
+                 "  exit_idle      %d s%s\n",
+            p->workers, p->max_clients, p->shutdown_grace_ms, p->exit_idle_s,
+            p->exit_idle_s ? "" : " (never)");
+    fprintf(out, "policy:\n");
+    print_ports(out, "connect_ports", &p->connect_ports);
+    print_ports(out, "http_ports", &p->http_ports);
+    fprintf(out, "  sni_check      %s\n", p->sni_check ? "yes" : "no");
+    for (size_t i = 0; i < p->nallow_cidr; i++)
+        fprintf(out, "  allow_cidr     %s\n", sl_cidr_format(&p->allow_cidr[i], c, sizeof c));
+    for (size_t i = 0; i < p->ndeny_cidr; i++)
+        fprintf(out, "  deny_cidr      %s\n", sl_cidr_format(&p->deny_cidr[i], c, sizeof c));
+    size_t n = sl_allowlist_count(p->allow);
+    fprintf(out, "allowlist: %zu entr%s%s\n", n, n == 1 ? "y" : "ies",
+            n ? "" : " (everything is denied)");
+    for (size_t i = 0; i < n; i++) {
+        const sl_entry *e = sl_allowlist_entry(p->allow, i);
+        if (e->line > 0)
+            fprintf(out, "  %-40s %s:%d\n", sl_entry_format(e, line, sizeof line), e->file, e->line);
+        else
+            fprintf(out, "  %-40s %s\n", sl_entry_format(e, line, sizeof line), e->file);
+    }
+    fprintf(out, "dns:%s\n", p->dns_from_resolv_conf ? " (from /etc/resolv.conf)" : "");
+    for (size_t i = 0; i < p->ndns; i++) {
+        sl_addr_format(&p->dns[i].addr, a, sizeof a);
+        fprintf(out, "  server         %s%s%s:%d\n", p->dns[i].addr.family == AF_INET6 ? "[" : "",
+                a, p->dns[i].addr.family == AF_INET6 ? "]" : "", p->dns[i].port);
+    }
+    fprintf(out, "  timeout        %d ms\n  ttl            %d..%d s\n", p->dns_timeout_ms,
+            p->min_ttl_s, p->max_ttl_s);
+    fprintf(out, "timeouts:\n  header         %d ms\n  connect        %d ms\n  idle           %d ms\n",
+            p->header_ms, p->connect_ms, p->idle_ms);
+    fprintf(out, "log:\n  path           %s\n", strcmp(p->log_path, "-") ? p->log_path : "- (standard output)");
+    fprintf(out, "admin:\n  listen         %s\n", p->admin_listen ? p->admin_listen : "(off)");
+}

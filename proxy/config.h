@@ -1,0 +1,97 @@
+/* The gate's policy: built-in defaults, the INI config file and command-line
+ * flags, merged into one immutable, refcounted snapshot. A reload builds a new
+ * snapshot, validates it completely, then swaps it in; a connection keeps the
+ * snapshot it started with. */
+#ifndef SLUICE_CONFIG_H
+#define SLUICE_CONFIG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/socket.h>
+
+#include "addr.h"
+#include "allowlist.h"
+
+#define SL_MAX_LISTEN 16
+#define SL_MAX_DNS 8
+
+/* A string list for repeatable flags. */
+typedef struct sl_strv {
+    const char **v;
+    size_t n;
+} sl_strv;
+
+/* What the command line said; NULL / empty / -1 means "not given". */
+typedef struct sl_options {
+    const char *config;
+    sl_strv listen;
+    sl_strv allowlist;
+    sl_strv allow;
+    sl_strv dns_server;
+    const char *log;
+    int workers;
+} sl_options;
+
+typedef struct sl_listen {
+    sl_addr addr;
+    int port;              /* 0: the kernel picks one */
+    char where[300];       /* provenance, "FILE:LINE" or "--listen" */
+} sl_listen;
+
+typedef struct sl_dns_server {
+    sl_addr addr;
+    int port;
+} sl_dns_server;
+
+typedef struct sl_policy {
+    atomic_int refs;
+    unsigned long generation;   /* bumps on every successful load */
+
+    char *config_path;          /* NULL when run without -c */
+    sl_listen listen[SL_MAX_LISTEN];
+    size_t nlisten;
+    int workers;                /* resolved: >= 1 */
+    int max_clients;
+    int shutdown_grace_ms;
+    int exit_idle_s;
+
+    sl_allowlist *allow;
+    char **allowlist_files;     /* as loaded, for `check` */
+    size_t nallowlist_files;
+    sl_ports connect_ports;
+    sl_ports http_ports;
+    sl_cidr *allow_cidr;
+    size_t nallow_cidr;
+    sl_cidr *deny_cidr;
+    size_t ndeny_cidr;
+    bool sni_check;
+
+    sl_dns_server dns[SL_MAX_DNS];
+    size_t ndns;
+    bool dns_from_resolv_conf;
+    int dns_timeout_ms;
+    int min_ttl_s;
+    int max_ttl_s;
+
+    int header_ms;
+    int connect_ms;
+    int idle_ms;
+
+    char *log_path;             /* "-" is standard output */
+    char *admin_listen;         /* NULL: off */
+} sl_policy;
+
+/* Load the policy: defaults, then the config file (if any), then flags.
+ * Every error is reported through `report` as "FILE:LINE: message" (or
+ * "--flag: message"); returns NULL if there was any. */
+sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn report, void *ctx);
+
+sl_policy *sl_policy_ref(sl_policy *p);
+void sl_policy_unref(sl_policy *p);
+
+/* The effective policy, as `sluice check` prints it. */
+void sl_policy_print(const sl_policy *p, FILE *out);
+
+#endif

@@ -1,0 +1,448 @@
+/* Connection lifecycle: accept, state changes, the timer, the decision log
+ * lines, refusals, and the one close path. */
+#include "conn.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "log.h"
+#include "reply.h"
+
+static void on_read(struct bufferevent *bev, void *arg);
+static void on_write(struct bufferevent *bev, void *arg);
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+static const char *const state_names[] = {
+    [CS_HEAD] = "head", [CS_RESOLVING] = "resolving", [CS_CONNECTING] = "connecting",
+    [CS_SNI] = "sni", [CS_TUNNEL] = "tunnel", [CS_FORWARD] = "forward",
+    [CS_REFUSING] = "refusing",
+};
+
+/* Legal transitions; anything else is a bug caught in debug builds. */
+static bool legal(conn_state from, conn_state to)
+{
+    switch (to) {
+    case CS_HEAD:       return from == CS_FORWARD || from == CS_HEAD;
+    case CS_RESOLVING:  return from == CS_HEAD;
+    case CS_CONNECTING: return from == CS_HEAD || from == CS_RESOLVING;
+    case CS_SNI:        return from == CS_CONNECTING;
+    case CS_TUNNEL:     return from == CS_CONNECTING || from == CS_SNI;
+    case CS_FORWARD:    return from == CS_CONNECTING || from == CS_RESOLVING || from == CS_HEAD;
+    case CS_REFUSING:   return from != CS_TUNNEL && from != CS_REFUSING;
+    }
+    return false;
+}
+
+void conn_set_state(conn *c, conn_state to)
+{
+    assert(c->magic == CONN_MAGIC);
+    if (!legal(c->state, to)) {
+        fprintf(stderr, "sluice: BUG: connection %s: illegal state change %s -> %s\n", c->x.id,
+                state_names[c->state], state_names[to]);
+        abort();
+    }
+    c->state = to;
+}
+
+double conn_ms_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t->tv_sec) * 1e3 + (double)(now.tv_nsec - t->tv_nsec) / 1e6;
+}
+
+void conn_touch(conn *c)
+{
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &c->last_active);
+}
+
+/* ---- the timer ---- */
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn *c = arg;
+    assert(c->magic == CONN_MAGIC);
+    switch (c->state) {
+    case CS_HEAD:
+        if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0 && c->nexchanges > 0) {
+            conn_close(c, "idle_timeout");
+            return;
+        }
+        conn_refuse(c, 408, "bad_request", "The request head did not arrive within %d ms.",
+                    c->pol->header_ms);
+        return;
+    case CS_RESOLVING:
+        return;   /* the DNS waiter has its own deadline */
+    case CS_CONNECTING:
+        conn_refuse(c, 504, "connect_timeout", "Connecting to %s port %d took longer than %d ms.",
+                    c->x.host.name, c->x.port, c->pol->connect_ms);
+        return;
+    case CS_SNI:
+        conn_log_decision(c, false, "sni_mismatch", "no TLS ClientHello within header_ms");
+        conn_close(c, "sni_mismatch");
+        return;
+    case CS_TUNNEL:
+    case CS_FORWARD: {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+        long idle = (now.tv_sec - c->last_active.tv_sec) * 1000 +
+                    (now.tv_nsec - c->last_active.tv_nsec) / 1000000;
+        if (idle >= c->pol->idle_ms) {
+            conn_close(c, "idle_timeout");
+            return;
+        }
+        /* Activity only stamps a time; the timer catches up lazily. */
+        struct timeval tv = { (c->pol->idle_ms - idle) / 1000, ((c->pol->idle_ms - idle) % 1000) * 1000 };
+        evtimer_add(c->timer, &tv);
+        return;
+    }
+    case CS_REFUSING:
+        conn_close(c, "refused");
+        return;
+    }
+}
+
+void conn_timer(conn *c, int ms)
+{
+    c->timer_ms = ms;
+    if (ms <= 0) {
+        evtimer_del(c->timer);
+        return;
+    }
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+    evtimer_add(c->timer, &tv);
+}
+
+/* ---- ids and log lines ---- */
+
+static void new_id(conn *c)
+{
+    /* xorshift64*: ids need to be unique in a month of logs, not secret. */
+    uint64_t x = c->w->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    c->w->rng = x;
+    snprintf(c->x.id, sizeof c->x.id, "%016llx", (unsigned long long)(x * 0x2545F4914F6CDD1DULL));
+}
+
+static void json_common(sl_json *j, char *ts, const char *event, const conn *c)
+{
+    sl_log_timestamp(ts, 40);
+    sl_json_cstr(j, "ts", ts);
+    sl_json_cstr(j, "event", event);
+    sl_json_cstr(j, "id", c->x.id);
+}
+
+void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
+{
+    char buf[8192], ts[40], a[SL_ADDR_STRLEN], rule[300];
+    sl_json j;
+    sl_json_begin(&j, buf, sizeof buf);
+    json_common(&j, ts, "decision", c);
+    sl_json_cstr(&j, "client", c->client);
+    sl_json_cstr(&j, "method", c->x.method_text);
+    sl_json_str(&j, "host", c->x.host.name, c->x.host.len);
+    sl_json_int(&j, "port", c->x.port);
+    sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
+    sl_json_cstr(&j, "reason", reason);
+    if (c->x.rule) {
+        if (c->x.rule->line > 0)
+            snprintf(rule, sizeof rule, "%s:%d", c->x.rule->file, c->x.rule->line);
+        else
+            snprintf(rule, sizeof rule, "%s", c->x.rule->file);
+        sl_json_cstr(&j, "rule", rule);
+    }
+    if (c->x.addr.family)
+        sl_json_cstr(&j, "addr", sl_addr_format(&c->x.addr, a, sizeof a));
+    if (c->x.dns_done)
+        sl_json_ms(&j, "dns_ms", c->x.dns_ms);
+    if (c->x.sni[0])
+        sl_json_cstr(&j, "sni", c->x.sni);
+    if (detail && *detail)
+        sl_json_cstr(&j, "detail", detail);
+    size_t n = sl_json_end(&j);
+    sl_log_write(buf, n);
+    if (allow) {
+        c->x.allowed = true;
+        clock_gettime(CLOCK_MONOTONIC, &c->x.t_allowed);
+    }
+}
+
+void conn_log_close(conn *c, const char *end)
+{
+    char buf[1024], ts[40];
+    sl_json j;
+    sl_json_begin(&j, buf, sizeof buf);
+    json_common(&j, ts, "close", c);
+    sl_json_int(&j, "bytes_up", (long long)c->x.bytes_up);
+    sl_json_int(&j, "bytes_down", (long long)c->x.bytes_down);
+    sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_allowed));
+    sl_json_cstr(&j, "end", end);
+    size_t n = sl_json_end(&j);
+    sl_log_write(buf, n);
+    c->x.allowed = false;   /* one close line per allowed exchange */
+}
+
+/* ---- refusals ---- */
+
+void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+
+    if (c->x.dns) {
+        sl_dns_cancel(c->x.dns);
+        c->x.dns = NULL;
+    }
+    if (c->up) {
+        bufferevent_free(c->up);
+        c->up = NULL;
+        c->up_reusable = false;
+    }
+    conn_log_decision(c, false, reason, detail);
+    conn_set_state(c, CS_REFUSING);
+    struct evbuffer *out = bufferevent_get_output(c->cli);
+    sl_reply_refusal(out, status, reason, detail);
+    bufferevent_disable(c->cli, EV_READ);
+    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+    bufferevent_enable(c->cli, EV_WRITE);
+    conn_timer(c, c->pol->header_ms);
+}
+
+/* ---- accept and close ---- */
+
+static void set_nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
+{
+    (void)salen;
+    conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        atomic_fetch_sub(&g_shared.clients, 1);
+        return;
+    }
+    c->magic = CONN_MAGIC;
+    c->w = w;
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    w->nconns++;
+    c->pol = sl_shared_policy();
+    c->state = CS_HEAD;
+    sl_addr a;
+    int port;
+    char as[SL_ADDR_STRLEN];
+    sl_addr_from_sockaddr(sa, &a, &port);
+    sl_addr_format(&a, as, sizeof as);
+    snprintf(c->client, sizeof c->client, a.family == AF_INET6 ? "[%s]:%d" : "%s:%d", as, port);
+    new_id(c);
+    clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
+
+    set_nodelay(fd);
+    c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->timer = evtimer_new(w->base, on_timer, c);
+    if (!c->cli || !c->timer) {
+        if (!c->cli)
+            close(fd);
+        conn_close(c, "out_of_memory");
+        return;
+    }
+
+    bufferevent_setcb(c->cli, on_read, on_write, on_event, c);
+    bufferevent_set_max_single_read(c->cli, 64 * 1024);
+    bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+    conn_timer(c, c->pol->header_ms);
+
+    /* Over max_clients: refuse with 503, still logged. */
+    if (atomic_load(&g_shared.clients) > c->pol->max_clients) {
+        snprintf(c->x.method_text, sizeof c->x.method_text, "-");
+        conn_refuse(c, 503, "too_many_clients", "The gate already serves %d clients (max_clients).",
+                    c->pol->max_clients);
+    }
+}
+
+void conn_close(conn *c, const char *end)
+{
+    assert(c->magic == CONN_MAGIC);
+    if (c->x.allowed)
+        conn_log_close(c, end);
+    if (c->x.dns)
+        sl_dns_cancel(c->x.dns);
+    if (c->x.up_head)
+        evbuffer_free(c->x.up_head);
+    if (c->up)
+        bufferevent_free(c->up);
+    if (c->cli)
+        bufferevent_free(c->cli);
+    if (c->timer)
+        event_free(c->timer);
+
+    worker *w = c->w;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (w->conns == c)
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    w->nconns--;
+    sl_policy_unref(c->pol);
+    c->magic = 0;
+    free(c);
+    atomic_fetch_sub(&g_shared.clients, 1);
+}
+
+void conn_drain(conn *c)
+{
+    /* A keep-alive client between requests has nothing in flight. */
+    if (c->state == CS_HEAD && evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
+        conn_close(c, "shutdown");
+}
+
+void conn_attach_upstream(conn *c)
+{
+    bufferevent_setcb(c->up, on_read, on_write, on_event, c);
+    bufferevent_set_max_single_read(c->up, 64 * 1024);
+    bufferevent_enable(c->up, EV_READ | EV_WRITE);
+}
+
+void conn_new_exchange(conn *c)
+{
+    if (c->x.up_head)
+        evbuffer_free(c->x.up_head);
+    memset(&c->x, 0, sizeof c->x);
+    new_id(c);
+    c->scanned = 0;
+    c->cli_paused = c->up_paused = false;
+}
+
+/* ---- callbacks: dispatch by state ---- */
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    conn *c = arg;
+    assert(c->magic == CONN_MAGIC);
+    bool from_client = bev == c->cli;
+    switch (c->state) {
+    case CS_HEAD:
+        if (from_client)
+            conn_on_head(c);
+        else   /* an idle kept-alive origin must not talk */
+            conn_close_upstream(c);
+        return;
+    case CS_SNI:
+    case CS_TUNNEL:
+        tunnel_on_read(c, from_client);
+        return;
+    case CS_FORWARD:
+        forward_on_read(c, from_client);
+        return;
+    case CS_RESOLVING:
+    case CS_CONNECTING:
+    case CS_REFUSING:
+        return;   /* reading is off; bytes wait in the buffer */
+    }
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    conn *c = arg;
+    assert(c->magic == CONN_MAGIC);
+    bool to_client = bev == c->cli;
+    switch (c->state) {
+    case CS_REFUSING:
+        if (to_client && evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
+            conn_close(c, "refused");
+        return;
+    case CS_SNI:
+    case CS_TUNNEL:
+        tunnel_on_drained(c, to_client);
+        return;
+    case CS_FORWARD:
+        forward_on_drained(c, to_client);
+        return;
+    case CS_HEAD:
+        if (to_client && c->w->draining && evbuffer_get_length(bufferevent_get_output(c->cli)) == 0 &&
+            evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
+            conn_close(c, "shutdown");
+        return;
+    case CS_RESOLVING:
+    case CS_CONNECTING:
+        return;
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    conn *c = arg;
+    assert(c->magic == CONN_MAGIC);
+    bool client_side = bev == c->cli;
+
+    if (c->state == CS_CONNECTING && !client_side) {
+        if (what & BEV_EVENT_CONNECTED) {
+            conn_connected(c);
+            return;
+        }
+        conn_connect_failed(c, what);
+        return;
+    }
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+        return;
+    bool eof_only = (what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR);
+
+    switch (c->state) {
+    case CS_HEAD:
+        if (!client_side) {
+            conn_close_upstream(c);
+            return;
+        }
+        conn_close(c, eof_only ? "client_eof" : "client_error");
+        return;
+    case CS_SNI:
+    case CS_TUNNEL:
+        if (eof_only) {
+            tunnel_on_eof(c, client_side);
+            return;
+        }
+        conn_close(c, client_side ? "client_error" : "origin_error");
+        return;
+    case CS_FORWARD:
+        if (eof_only) {
+            forward_on_eof(c, client_side);
+            return;
+        }
+        conn_close(c, client_side ? "client_error" : "origin_error");
+        return;
+    case CS_RESOLVING:
+    case CS_CONNECTING:
+    case CS_REFUSING:
+        if (client_side)
+            conn_close(c, eof_only ? "client_eof" : "client_error");
+        else
+            conn_close_upstream(c);   /* a kept-alive origin went away */
+        return;
+    }
+}

@@ -1,0 +1,157 @@
+/* JSON line building. Written here rather than with jansson because the hot
+ * path needs no allocation, and jansson refuses invalid UTF-8 where a log
+ * must record it (as U+FFFD). */
+#include "json.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define RESERVE 4   /* room always kept for the closing "}\n" */
+
+/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t need;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        need = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        need = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 4;
+        cp = c & 0x07;
+    } else
+        return 0;
+    if (n < need)
+        return 0;
+    for (size_t i = 1; i < need; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return need;
+}
+
+size_t sl_json_escape(char *out, size_t cap, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t o = 0;
+    if (cap == 0)
+        return 0;
+    for (size_t i = 0; i < len;) {
+        char tmp[8];
+        const char *piece = tmp;
+        size_t plen, adv = 1;
+        unsigned c = s[i];
+        if (c == '"' || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            plen = 2;
+        } else if (c == '\n') {
+            piece = "\\n";
+            plen = 2;
+        } else if (c == '\r') {
+            piece = "\\r";
+            plen = 2;
+        } else if (c == '\t') {
+            piece = "\\t";
+            plen = 2;
+        } else if (c < 0x20 || c == 0x7f) {
+            plen = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", c);
+        } else if (c < 0x80) {
+            tmp[0] = (char)c;
+            plen = 1;
+        } else {
+            adv = utf8_len(s + i, len - i);
+            if (adv == 0) {
+                piece = "\\ufffd";
+                plen = 6;
+                adv = 1;
+            } else {
+                piece = (const char *)s + i;
+                plen = adv;
+            }
+        }
+        if (o + plen >= cap)
+            break;
+        memcpy(out + o, piece, plen);
+        o += plen;
+        i += adv;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+static void raw(sl_json *j, const char *s, size_t n)
+{
+    if (j->len + n + RESERVE > j->cap)
+        n = j->cap - RESERVE > j->len ? j->cap - RESERVE - j->len : 0;
+    memcpy(j->buf + j->len, s, n);
+    j->len += n;
+}
+
+static void key(sl_json *j, const char *k)
+{
+    char tmp[80];
+    int n = snprintf(tmp, sizeof tmp, "%s\"%s\":", j->first ? "" : ",", k);
+    j->first = false;
+    raw(j, tmp, (size_t)n);
+}
+
+void sl_json_begin(sl_json *j, char *buf, size_t cap)
+{
+    j->buf = buf;
+    j->cap = cap;
+    j->len = 0;
+    j->first = true;
+    raw(j, "{", 1);
+}
+
+void sl_json_str(sl_json *j, const char *k, const char *s, size_t len)
+{
+    key(j, k);
+    raw(j, "\"", 1);
+    /* keep room for the closing quote */
+    size_t room = j->cap - RESERVE - j->len;
+    if (room > 1) {
+        size_t n = sl_json_escape(j->buf + j->len, room - 1, s ? s : "", s ? len : 0);
+        j->len += n;
+    }
+    j->buf[j->len++] = '"';
+}
+
+void sl_json_cstr(sl_json *j, const char *k, const char *s)
+{
+    sl_json_str(j, k, s, s ? strlen(s) : 0);
+}
+
+void sl_json_int(sl_json *j, const char *k, long long v)
+{
+    char tmp[32];
+    key(j, k);
+    raw(j, tmp, (size_t)snprintf(tmp, sizeof tmp, "%lld", v));
+}
+
+void sl_json_ms(sl_json *j, const char *k, double ms)
+{
+    char tmp[48];
+    key(j, k);
+    raw(j, tmp, (size_t)snprintf(tmp, sizeof tmp, "%.1f", ms < 0 ? 0.0 : ms));
+}
+
+size_t sl_json_end(sl_json *j)
+{
+    j->buf[j->len++] = '}';
+    j->buf[j->len++] = '\n';
+    j->buf[j->len] = '\0';
+    return j->len;
+}

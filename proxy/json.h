@@ -1,0 +1,28 @@
+/* One JSON object a line, built in a caller's fixed buffer. Every string is
+ * escaped so that hostile input (quotes, backslashes, control bytes, invalid
+ * UTF-8) still yields one valid line; a value that does not fit is cut. */
+#ifndef SLUICE_JSON_H
+#define SLUICE_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct sl_json {
+    char *buf;
+    size_t cap, len;
+    bool first;
+} sl_json;
+
+void sl_json_begin(sl_json *j, char *buf, size_t cap);   /* cap >= 128 */
+void sl_json_str(sl_json *j, const char *key, const char *s, size_t len);
+void sl_json_cstr(sl_json *j, const char *key, const char *s);
+void sl_json_int(sl_json *j, const char *key, long long v);
+void sl_json_ms(sl_json *j, const char *key, double ms);   /* one decimal */
+/* Ends the object with "}\n"; returns the line's length. */
+size_t sl_json_end(sl_json *j);
+
+/* Append s escaped as JSON string content (no quotes) into out; returns the
+ * bytes written, never more than cap - 1, NUL-terminated. */
+size_t sl_json_escape(char *out, size_t cap, const char *s, size_t len);
+
+#endif

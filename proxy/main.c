@@ -1,0 +1,384 @@
+/* sluice: the command line, start-up, signals and reload. */
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "crypto.h"
+#include "dns.h"
+#include "log.h"
+#include "worker.h"
+
+#define SLUICE_VERSION "0.1.0"
+
+static const char usage[] =
+    "usage: sluice COMMAND [OPTIONS]\n"
+    "\n"
+    "commands:\n"
+    "  run      run the gate in the foreground\n"
+    "  check    load config and allowlists, print the effective policy\n"
+    "  version  print versions of sluice and its libraries\n"
+    "\n"
+    "options for run and check:\n"
+    "  -c, --config FILE        INI config file\n"
+    "      --listen ADDR:PORT   listen here (repeatable; replaces the config's)\n"
+    "      --allowlist FILE     add an allowlist file (repeatable)\n"
+    "      --allow HOST[:PORT]  add one allowlist entry (repeatable)\n"
+    "      --dns-server IP[:PORT]  DNS server (repeatable; replaces the config's)\n"
+    "      --log FILE           decision log ('-' is standard output)\n"
+    "      --workers N          worker threads (0: one per CPU)\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure, 2 usage or configuration error\n";
+
+static void strv_push(sl_strv *s, const char *v)
+{
+    const char **n = realloc(s->v, (s->n + 1) * sizeof *n);
+    if (!n) {
+        perror("sluice");
+        exit(1);
+    }
+    n[s->n++] = v;
+    s->v = n;
+}
+
+static void strv_free(sl_strv *s)
+{
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+static void options_free(sl_options *o)
+{
+    strv_free(&o->listen);
+    strv_free(&o->allowlist);
+    strv_free(&o->allow);
+    strv_free(&o->dns_server);
+}
+
+/* Returns 0, or 2 on a usage error. */
+static int parse_options(int argc, char **argv, sl_options *o)
+{
+    enum { O_LISTEN = 256, O_ALLOWLIST, O_ALLOW, O_DNS, O_LOG, O_WORKERS };
+    static const struct option longopts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "listen", required_argument, NULL, O_LISTEN },
+        { "allowlist", required_argument, NULL, O_ALLOWLIST },
+        { "allow", required_argument, NULL, O_ALLOW },
+        { "dns-server", required_argument, NULL, O_DNS },
+        { "log", required_argument, NULL, O_LOG },
+        { "workers", required_argument, NULL, O_WORKERS },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    memset(o, 0, sizeof *o);
+    o->workers = -1;
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': o->config = optarg; break;
+        case O_LISTEN: strv_push(&o->listen, optarg); break;
+        case O_ALLOWLIST: strv_push(&o->allowlist, optarg); break;
+        case O_ALLOW: strv_push(&o->allow, optarg); break;
+        case O_DNS: strv_push(&o->dns_server, optarg); break;
+        case O_LOG: o->log = optarg; break;
+        case O_WORKERS: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg < '0' || *optarg > '9' || *end || v > 64) {
+                fprintf(stderr, "sluice: --workers: '%s' is not a number in 0..64\n", optarg);
+                return 2;
+            }
+            o->workers = (int)v;
+            break;
+        }
+        case 'h': fputs(usage, stdout); exit(0);
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sluice: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+static void report_stderr(void *ctx, const char *msg)
+{
+    const char *prefix = ctx;
+    fprintf(stderr, "%s%s\n", prefix ? prefix : "", msg);
+}
+
+/* ---- run ---- */
+
+static sl_options g_opts;
+static worker *g_workers;
+static int g_nworkers;
+static struct event_base *g_main;
+
+static bool same_listen(const sl_policy *a, const sl_policy *b)
+{
+    if (a->nlisten != b->nlisten)
+        return false;
+    for (size_t i = 0; i < a->nlisten; i++)
+        if (!sl_addr_equal(&a->listen[i].addr, &b->listen[i].addr) || a->listen[i].port != b->listen[i].port)
+            return false;
+    return true;
+}
+
+static void reload(void)
+{
+    sl_policy *p = sl_policy_load(&g_opts, report_stderr, "sluice: reload failed: ");
+    if (!p) {
+        fprintf(stderr, "sluice: reload failed; keeping the old policy\n");
+        return;
+    }
+    sl_policy *old = sl_shared_policy();
+    if (!same_listen(old, p))
+        fprintf(stderr, "sluice: note: listen addresses change only on restart\n");
+    if (strcmp(old->log_path, p->log_path) != 0) {
+        char err[400];
+        if (!sl_log_reopen(p->log_path, err, sizeof err)) {
+            fprintf(stderr, "sluice: reload failed: %s; keeping the old policy\n", err);
+            sl_policy_unref(p);
+            sl_policy_unref(old);
+            return;
+        }
+    }
+    pthread_mutex_lock(&g_shared.lock);
+    sl_policy *prev = g_shared.policy;
+    g_shared.policy = p;
+    pthread_mutex_unlock(&g_shared.lock);
+    sl_policy_unref(prev);
+    sl_policy_unref(old);
+    fprintf(stderr, "sluice: reloaded policy (%zu allowlist entries)\n", sl_allowlist_count(p->allow));
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    (void)arg;
+    if (sig == SIGHUP) {
+        reload();
+    } else if (sig == SIGUSR1) {
+        sl_policy *p = sl_shared_policy();
+        char err[400];
+        if (!sl_log_reopen(p->log_path, err, sizeof err))
+            fprintf(stderr, "sluice: %s\n", err);
+        sl_policy_unref(p);
+    } else {
+        fprintf(stderr, "sluice: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        event_base_loopbreak(g_main);
+    }
+}
+
+static int bind_one(const sl_addr *a, int port, char *err, size_t errcap)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sl_addr_to_sockaddr(a, port, &ss);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    char as[SL_ADDR_STRLEN];
+    if (fd < 0)
+        goto fail;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* One socket per worker on the same port; the kernel spreads clients. */
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
+        goto fail;
+    if (ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0)
+        goto fail;
+    return fd;
+fail:
+    snprintf(err, errcap, "cannot listen on %s port %d: %s", sl_addr_format(a, as, sizeof as), port,
+             strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+static bool bind_all(const sl_policy *p, int nworkers, char *err, size_t errcap)
+{
+    for (size_t i = 0; i < p->nlisten; i++) {
+        sl_bound *b = &g_shared.bound[g_shared.nbound++];
+        b->addr = p->listen[i].addr;
+        b->port = p->listen[i].port;
+        for (int k = 0; k < nworkers; k++) {
+            b->fds[k] = bind_one(&b->addr, b->port, err, errcap);
+            if (b->fds[k] < 0)
+                return false;
+            if (b->port == 0) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof ss;
+                getsockname(b->fds[k], (struct sockaddr *)&ss, &len);
+                sl_addr_from_sockaddr((struct sockaddr *)&ss, &b->addr, &b->port);
+            }
+        }
+    }
+    return true;
+}
+
+static int cmd_run(void)
+{
+    char err[400];
+    sl_policy *p = sl_policy_load(&g_opts, report_stderr, "sluice: ");
+    if (!p)
+        return 2;
+    if (!sl_log_open(p->log_path, err, sizeof err)) {
+        fprintf(stderr, "sluice: %s\n", err);
+        sl_policy_unref(p);
+        return 1;
+    }
+    evthread_use_pthreads();
+    if (!sl_dns_global_init(err, sizeof err)) {
+        fprintf(stderr, "sluice: %s\n", err);
+        sl_policy_unref(p);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    g_shared.policy = p;
+    g_nworkers = p->workers;
+    int rc = 1;
+    if (!bind_all(p, g_nworkers, err, sizeof err)) {
+        fprintf(stderr, "sluice: %s\n", err);
+        goto out;
+    }
+    g_workers = calloc((size_t)g_nworkers, sizeof *g_workers);
+    for (int i = 0; i < g_nworkers; i++) {
+        if (!worker_init(&g_workers[i], i, err, sizeof err)) {
+            fprintf(stderr, "sluice: %s\n", err);
+            goto out;
+        }
+    }
+
+    /* Signals go to the main thread only: workers start with them blocked. */
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    g_main = event_base_new();
+    struct event *sigs[4];
+    int signos[4] = { SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
+    for (int i = 0; i < 4; i++) {
+        sigs[i] = evsignal_new(g_main, signos[i], on_signal, NULL);
+        event_add(sigs[i], NULL);
+    }
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    for (int i = 0; i < g_nworkers; i++)
+        pthread_create(&g_workers[i].thread, NULL, worker_main, &g_workers[i]);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    if (sl_allowlist_count(p->allow) == 0)
+        fprintf(stderr, "sluice: the allowlist is empty: every request will be denied\n");
+    if (p->admin_listen)
+        fprintf(stderr, "sluice: note: [admin] listen is not served by this version\n");
+    for (size_t i = 0; i < g_shared.nbound; i++) {
+        char as[SL_ADDR_STRLEN];
+        const sl_bound *b = &g_shared.bound[i];
+        sl_addr_format(&b->addr, as, sizeof as);
+        fprintf(stderr, b->addr.family == AF_INET6 ? "sluice: listening on [%s]:%d\n"
+                                                   : "sluice: listening on %s:%d\n",
+                as, b->port);
+    }
+    fprintf(stderr, "sluice: %d worker%s, %zu allowlist entries, log %s\n", g_nworkers,
+            g_nworkers == 1 ? "" : "s", sl_allowlist_count(p->allow), p->log_path);
+
+    event_base_dispatch(g_main);
+
+    /* Drain: stop accepting, let open exchanges finish within the grace. */
+    sl_policy *cur = sl_shared_policy();
+    int grace = cur->shutdown_grace_ms;
+    sl_policy_unref(cur);
+    for (int i = 0; i < g_nworkers; i++) {
+        atomic_store(&g_workers[i].drain, true);
+        worker_wake(&g_workers[i]);
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += grace / 1000;
+    deadline.tv_nsec += (long)(grace % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    for (int i = 0; i < g_nworkers; i++) {
+        if (pthread_timedjoin_np(g_workers[i].thread, NULL, &deadline) != 0) {
+            atomic_store(&g_workers[i].stop, true);
+            worker_wake(&g_workers[i]);
+            pthread_join(g_workers[i].thread, NULL);
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        event_free(sigs[i]);
+    event_base_free(g_main);
+    rc = 0;
+    fprintf(stderr, "sluice: stopped\n");
+out:
+    for (int i = 0; g_workers && i < g_nworkers; i++)
+        worker_free(&g_workers[i]);
+    free(g_workers);
+    for (size_t i = 0; i < g_shared.nbound; i++)
+        for (int k = 0; k < g_nworkers; k++)
+            if (rc != 0 && g_shared.bound[i].fds[k] > 0)
+                close(g_shared.bound[i].fds[k]);
+    sl_policy_unref(g_shared.policy);
+    g_shared.policy = NULL;
+    sl_log_close();
+    sl_dns_global_cleanup();
+    libevent_global_shutdown();
+    return rc;
+}
+
+static int cmd_check(void)
+{
+    sl_policy *p = sl_policy_load(&g_opts, report_stderr, NULL);
+    if (!p)
+        return 2;
+    sl_policy_print(p, stdout);
+    sl_policy_unref(p);
+    return 0;
+}
+
+static int cmd_version(void)
+{
+    printf("sluice %s\nlibevent %s\nc-ares %s\nmbedtls %s\n", SLUICE_VERSION, event_get_version(),
+           sl_dns_version(), sl_crypto_version());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
+        return cmd_version();
+    if (strcmp(cmd, "run") && strcmp(cmd, "check")) {
+        fprintf(stderr, "sluice: unknown command '%s'\n\n%s", cmd, usage);
+        return 2;
+    }
+    int rc = parse_options(argc - 1, argv + 1, &g_opts);
+    if (rc == 0)
+        rc = !strcmp(cmd, "run") ? cmd_run() : cmd_check();
+    options_free(&g_opts);
+    return rc;
+}

@@ -1,0 +1,185 @@
+/* Reading a request head from the client and turning it into an exchange:
+ * the target host and port, and for plain HTTP the head to send upstream. */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "conn.h"
+
+static void copy_method(conn *c, const sl_http_head *h)
+{
+    size_t n = h->method_text.len < sizeof c->x.method_text - 1 ? h->method_text.len
+                                                                  : sizeof c->x.method_text - 1;
+    memcpy(c->x.method_text, h->method_text.p, n);
+    c->x.method_text[n] = '\0';
+}
+
+/* For a refused head, log what the client asked for, however garbled: the
+ * JSON writer escapes it. */
+static void record_raw_target(conn *c, sl_span t)
+{
+    size_t n = t.len < SL_HOST_MAX ? t.len : SL_HOST_MAX;
+    memcpy(c->x.host.name, t.p, n);
+    c->x.host.name[n] = '\0';
+    c->x.host.len = n;
+}
+
+static bool same_authority(const sl_host *a, int aport, const sl_host *b, int bport)
+{
+    return aport == bport && a->kind == b->kind && strcmp(a->name, b->name) == 0;
+}
+
+/* The head sent upstream: origin-form request line, Host from the URL, the
+ * end-to-end headers as the client sent them. Hop-by-hop headers (and any
+ * the client's Connection names), Proxy-Authorization and Host are dropped;
+ * no Via or X-Forwarded-For is added, so nothing about the sandbox leaks. */
+static bool build_upstream_head(conn *c, const sl_http_head *h, sl_span path)
+{
+    char auth[SL_HOST_MAX + 3];
+    struct evbuffer *b = evbuffer_new();
+    if (!b)
+        return false;
+    sl_host_authority(&c->x.host, auth, sizeof auth);
+    evbuffer_add(b, h->method_text.p, h->method_text.len);
+    evbuffer_add(b, " ", 1);
+    if (path.len == 0 || path.p[0] != '/')
+        evbuffer_add(b, "/", 1);
+    evbuffer_add(b, path.p, path.len);
+    evbuffer_add_printf(b, " HTTP/1.%d\r\n", h->version_minor);
+    if (c->x.port == 80)
+        evbuffer_add_printf(b, "Host: %s\r\n", auth);
+    else
+        evbuffer_add_printf(b, "Host: %s:%d\r\n", auth, c->x.port);
+    for (size_t i = 0; i < h->nheaders; i++) {
+        const sl_http_header *hd = &h->headers[i];
+        if (hd->hop_by_hop || sl_http_header_is(hd, "host"))
+            continue;
+        evbuffer_add(b, hd->name.p, hd->name.len);
+        evbuffer_add(b, ": ", 2);
+        evbuffer_add(b, hd->value.p, hd->value.len);
+        evbuffer_add(b, "\r\n", 2);
+    }
+    /* An HTTP/1.0 client that asked for keep-alive gets it upstream too. */
+    if (h->version_minor == 0 && !h->conn_close)
+        evbuffer_add_printf(b, "Connection: keep-alive\r\n");
+    evbuffer_add(b, "\r\n", 2);
+    c->x.up_head = b;
+    return true;
+}
+
+static void start_plain_http(conn *c, const sl_http_head *h)
+{
+    sl_span authority, path;
+    const char *err;
+    if (h->target.len > 0 && h->target.p[0] == '/') {
+        record_raw_target(c, h->target);
+        conn_refuse(c, 400, "bad_request",
+                    "This is a proxy: send the full URL (absolute-form), or use CONNECT for TLS.");
+        return;
+    }
+    if (!sl_http_parse_absolute(h->target, &authority, &path, &err)) {
+        record_raw_target(c, h->target);
+        conn_refuse(c, 400, "bad_request", "Bad request target: %s.", err);
+        return;
+    }
+    int port;
+    if (!sl_authority_parse(authority.p, authority.len, false, &c->x.host, &port, &err)) {
+        record_raw_target(c, authority);
+        conn_refuse(c, 400, "bad_request", "Bad host in the URL: %s.", err);
+        return;
+    }
+    c->x.port = port < 0 ? 80 : port;
+
+    /* Host must agree with the URL (RFC 9112 3.2.2 lets a proxy ignore it,
+     * but an origin that routes on Host would then see another name). */
+    if (h->host.p) {
+        sl_host hh;
+        int hport;
+        if (!sl_authority_parse(h->host.p, h->host.len, false, &hh, &hport, &err) ||
+            !same_authority(&hh, hport < 0 ? 80 : hport, &c->x.host, c->x.port)) {
+            conn_refuse(c, 400, "bad_request", "The Host header does not match the URL.");
+            return;
+        }
+    } else if (h->version_minor == 1) {
+        conn_refuse(c, 400, "bad_request", "HTTP/1.1 requests need a Host header.");
+        return;
+    }
+
+    c->x.client_http10 = h->version_minor == 0;
+    c->x.client_close = h->conn_close;
+    if (h->chunked) {
+        c->x.req.kind = BODY_CHUNKED;
+        sl_chunked_init(&c->x.req.chunked);
+    } else if (h->content_length > 0) {
+        c->x.req.kind = BODY_LENGTH;
+        c->x.req.remaining = (uint64_t)h->content_length;
+    } else {
+        c->x.req.kind = BODY_NONE;
+        c->x.req.done = true;
+    }
+    if (!build_upstream_head(c, h, path)) {
+        conn_close(c, "out_of_memory");
+        return;
+    }
+    evbuffer_drain(bufferevent_get_input(c->cli), h->head_len);
+    conn_decide(c);
+}
+
+void conn_on_head(conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    size_t len = evbuffer_get_length(in);
+    if (len == 0)
+        return;
+    if (c->nexchanges > 0 && c->timer_ms != c->pol->header_ms && c->scanned == 0) {
+        /* First byte of a keep-alive client's next request: the head clock starts. */
+        conn_timer(c, c->pol->header_ms);
+    }
+    size_t n = len < SL_HTTP_MAX_HEAD + 1 ? len : SL_HTTP_MAX_HEAD + 1;
+    const char *p = (const char *)evbuffer_pullup(in, (ssize_t)n);
+    if (!p) {
+        conn_close(c, "out_of_memory");
+        return;
+    }
+    /* Parse only when a line has ended or a limit is reached, so that a
+     * client sending a byte at a time costs a scan, not a parse. */
+    bool newline = c->scanned < n && memchr(p + c->scanned, '\n', n - c->scanned) != NULL;
+    c->scanned = n;
+    if (!newline && n <= SL_HTTP_MAX_LINE)
+        return;
+
+    static _Thread_local sl_http_head h;   /* 4 KiB: not on a callback's stack */
+    sl_http_status st = sl_http_parse_request(p, n, &h);
+    if (st == SL_HTTP_INCOMPLETE)
+        return;
+    c->scanned = 0;
+    clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
+    c->nexchanges++;
+    if (st != SL_HTTP_OK) {
+        if (h.method_text.p)
+            copy_method(c, &h);
+        if (h.target.p)
+            record_raw_target(c, h.target);
+        conn_refuse(c, st == SL_HTTP_TOO_LARGE ? 431 : 400, "bad_request", "%s.",
+                    h.error ? h.error : "Malformed request head");
+        return;
+    }
+    copy_method(c, &h);
+    c->x.method = h.method;
+    if (h.method == SL_METHOD_CONNECT) {
+        const char *err;
+        c->x.is_connect = true;
+        if (!sl_authority_parse(h.target.p, h.target.len, true, &c->x.host, &c->x.port, &err)) {
+            record_raw_target(c, h.target);
+            conn_refuse(c, 400, "bad_request", "Bad CONNECT target: %s.", err);
+            return;
+        }
+        evbuffer_drain(in, h.head_len);
+        conn_decide(c);
+        return;
+    }
+    start_plain_http(c, &h);
+}

@@ -1,0 +1,186 @@
+/* Worker threads: accepting clients and running their connections. */
+#include "worker.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "dns.h"
+
+sl_shared g_shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+sl_policy *sl_shared_policy(void)
+{
+    pthread_mutex_lock(&g_shared.lock);
+    sl_policy *p = sl_policy_ref(g_shared.policy);
+    pthread_mutex_unlock(&g_shared.lock);
+    return p;
+}
+
+bool sl_is_own_listener(const sl_addr *a, int port)
+{
+    for (size_t i = 0; i < g_shared.nbound; i++) {
+        const sl_bound *b = &g_shared.bound[i];
+        if (b->port != port)
+            continue;
+        if (sl_addr_equal(&b->addr, a))
+            return true;
+        /* A wildcard listener answers on every local address; non-public
+         * local addresses are refused anyway, a public one is caught here
+         * only if it is the wildcard itself, so be conservative: any
+         * address on our port of the same family counts. */
+        static const uint8_t zero[16];
+        if (b->addr.family == a->family && memcmp(b->addr.b, zero, 16) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+                      void *arg)
+{
+    (void)l;
+    worker *w = arg;
+    atomic_fetch_add(&g_shared.clients, 1);
+    conn_accept(w, fd, sa, salen);
+}
+
+static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    worker *w = arg;
+    if (w->draining)
+        return;
+    for (size_t i = 0; i < w->nlisteners; i++)
+        evconnlistener_enable(w->listeners[i]);
+}
+
+/* Out of file descriptors: stop accepting for a moment rather than spin
+ * on a listener that stays readable (relayd does the same). */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    (void)l;
+    worker *w = arg;
+    int err = EVUTIL_SOCKET_ERROR();
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        fprintf(stderr, "sluice: accept: %s; pausing for a second\n", evutil_socket_error_to_string(err));
+        for (size_t i = 0; i < w->nlisteners; i++)
+            evconnlistener_disable(w->listeners[i]);
+        struct timeval tv = { 1, 0 };
+        evtimer_add(w->accept_retry, &tv);
+    }
+}
+
+static void start_drain(worker *w)
+{
+    if (w->draining)
+        return;
+    w->draining = true;
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        evconnlistener_free(w->listeners[i]);
+        w->listeners[i] = NULL;
+    }
+    w->nlisteners = 0;
+    evtimer_del(w->accept_retry);
+    /* conn_drain may close (and free) the connection it is given. */
+    for (conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        conn_drain(c);
+    }
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    worker *w = arg;
+    if (atomic_load(&w->drain))
+        start_drain(w);
+    if (atomic_load(&w->stop)) {
+        while (w->conns)
+            conn_close(w->conns, "shutdown");
+        event_base_loopbreak(w->base);
+        return;
+    }
+    if (w->draining && w->conns == NULL)
+        event_base_loopbreak(w->base);
+}
+
+/* While draining, a worker leaves its loop when its last connection ends. */
+static void on_drain_check(evutil_socket_t fd, short what, void *arg)
+{
+    on_wake(fd, what, arg);
+}
+
+void worker_wake(worker *w)
+{
+    event_active(w->wake, EV_READ, 0);
+}
+
+bool worker_init(worker *w, int index, char *err, size_t errcap)
+{
+    memset(w, 0, sizeof *w);
+    w->index = index;
+    if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
+        w->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ ((uint64_t)index << 32);
+    w->base = event_base_new();
+    if (!w->base) {
+        snprintf(err, errcap, "cannot create an event loop");
+        return false;
+    }
+    w->dns = sl_dns_new(w->base, err, errcap);
+    if (!w->dns)
+        return false;
+    w->wake = event_new(w->base, -1, EV_PERSIST | EV_READ, on_wake, w);
+    w->accept_retry = evtimer_new(w->base, on_accept_retry, w);
+    if (!w->wake || !w->accept_retry) {
+        snprintf(err, errcap, "out of memory");
+        return false;
+    }
+    event_add(w->wake, NULL);
+    for (size_t i = 0; i < g_shared.nbound; i++) {
+        struct evconnlistener *l = evconnlistener_new(w->base, on_accept, w, LEV_OPT_CLOSE_ON_FREE, -1,
+                                                      g_shared.bound[i].fds[index]);
+        if (!l) {
+            snprintf(err, errcap, "cannot listen: %s", strerror(errno));
+            return false;
+        }
+        evconnlistener_set_error_cb(l, on_accept_error);
+        w->listeners[w->nlisteners++] = l;
+    }
+    return true;
+}
+
+void *worker_main(void *arg)
+{
+    worker *w = arg;
+    struct event *check = event_new(w->base, -1, EV_PERSIST, on_drain_check, w);
+    struct timeval tv = { 0, 100 * 1000 };
+    event_add(check, &tv);
+    event_base_dispatch(w->base);
+    event_free(check);
+    return NULL;
+}
+
+void worker_free(worker *w)
+{
+    while (w->conns)
+        conn_close(w->conns, "shutdown");
+    for (size_t i = 0; i < w->nlisteners; i++)
+        evconnlistener_free(w->listeners[i]);
+    if (w->dns)
+        sl_dns_free(w->dns);
+    if (w->wake)
+        event_free(w->wake);
+    if (w->accept_retry)
+        event_free(w->accept_retry);
+    if (w->base)
+        event_base_free(w->base);
+}

@@ -1,0 +1,767 @@
+/* Allowlist lines, ports, matching, files, printing: table-driven. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "allowlist.h"
+
+static char errbuf[512];
+
+/* ---- Lines that parse ---- */
+
+typedef struct good_line {
+    const char *text;
+    int added;             /* entries it adds: 0 or 1 */
+    const char *formatted; /* sl_entry_format of the entry */
+    sl_entry_kind kind;
+    int port;
+} good_line;
+
+static const good_line good_lines[] = {
+    /* the SPEC's examples, comments included */
+    {"registry.npmjs.org          # this host, on connect_ports (CONNECT) and http_ports (HTTP)",
+     1, "registry.npmjs.org", SL_ENTRY_EXACT, 0},
+    {"*.githubusercontent.com     # any subdomain, not the apex", 1, "*.githubusercontent.com",
+     SL_ENTRY_WILDCARD, 0},
+    {".crates.io                  # the apex and any subdomain", 1, ".crates.io", SL_ENTRY_APEX, 0},
+    {"example.com:8443            # this host, this port only", 1, "example.com:8443",
+     SL_ENTRY_EXACT, 8443},
+    {"203.0.113.7:443             # an IP literal; still subject to the non-public rule", 1,
+     "203.0.113.7:443", SL_ENTRY_EXACT, 443},
+    {"[2001:db8::7]:443           # an IPv6 literal, in brackets", 1, "[2001:db8::7]:443",
+     SL_ENTRY_EXACT, 443},
+    /* blank and comment lines */
+    {"", 0, NULL, 0, 0},
+    {"   ", 0, NULL, 0, 0},
+    {"\t \r", 0, NULL, 0, 0},
+    {"# a comment", 0, NULL, 0, 0},
+    {"   # indented comment *.com", 0, NULL, 0, 0},
+    {"#example.org", 0, NULL, 0, 0},
+    /* whitespace, comments glued on, case, trailing dot */
+    {"  example.org  ", 1, "example.org", SL_ENTRY_EXACT, 0},
+    {"\texample.org\t", 1, "example.org", SL_ENTRY_EXACT, 0},
+    {"example.org\r", 1, "example.org", SL_ENTRY_EXACT, 0},
+    {"example.org#comment", 1, "example.org", SL_ENTRY_EXACT, 0},
+    {"example.org\t# a comment\twith tokens", 1, "example.org", SL_ENTRY_EXACT, 0},
+    {"example.org:443#c", 1, "example.org:443", SL_ENTRY_EXACT, 443},
+    {"Example.ORG.", 1, "example.org", SL_ENTRY_EXACT, 0},
+    {"Example.ORG.:8080", 1, "example.org:8080", SL_ENTRY_EXACT, 8080},
+    {"*.Example.Co.UK", 1, "*.example.co.uk", SL_ENTRY_WILDCARD, 0},
+    {"*.example.co.uk", 1, "*.example.co.uk", SL_ENTRY_WILDCARD, 0},
+    {".example.co.uk:8443", 1, ".example.co.uk:8443", SL_ENTRY_APEX, 8443},
+    {"*.example.org:8443", 1, "*.example.org:8443", SL_ENTRY_WILDCARD, 8443},
+    {"*.user.github.io", 1, "*.user.github.io", SL_ENTRY_WILDCARD, 0},
+    /* Only the PSL's ICANN section counts (see PSL_CHECK_TYPE in
+     * allowlist.c): the private section holds githubusercontent.com, and the
+     * SPEC's example line above must load. github.io sits beside it. */
+    {"*.github.io", 1, "*.github.io", SL_ENTRY_WILDCARD, 0},
+    {".herokuapp.com", 1, ".herokuapp.com", SL_ENTRY_APEX, 0},
+    {"*.www.ck", 1, "*.www.ck", SL_ENTRY_WILDCARD, 0},
+    {"_acme.example.org", 1, "_acme.example.org", SL_ENTRY_EXACT, 0},
+    {"203.0.113.7", 1, "203.0.113.7", SL_ENTRY_EXACT, 0},
+    {"[2001:DB8:0::7]", 1, "[2001:db8::7]", SL_ENTRY_EXACT, 0},
+    {"[::1]:65535", 1, "[::1]:65535", SL_ENTRY_EXACT, 65535},
+    {"example.org:1", 1, "example.org:1", SL_ENTRY_EXACT, 1},
+    /* Unicode entries become xn-- */
+    {"b\xc3\xbc" "cher.example", 1, "xn--bcher-kva.example", SL_ENTRY_EXACT, 0},
+    {"*.b\xc3\xbc" "cher.example:8443", 1, "*.xn--bcher-kva.example:8443", SL_ENTRY_WILDCARD, 8443},
+    {".B\xc3\x9c" "CHER.example  # unicode apex", 1, ".xn--bcher-kva.example", SL_ENTRY_APEX, 0},
+};
+
+static void test_good_lines(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof good_lines / sizeof good_lines[0]; i++) {
+        const good_line *g = &good_lines[i];
+        sl_allowlist *al = sl_allowlist_new();
+        assert_non_null(al);
+        errbuf[0] = '\0';
+        if (!sl_allowlist_add_line(al, g->text, strlen(g->text), "t.txt", 7, errbuf,
+                                   sizeof errbuf)) {
+            print_error("line '%s' refused: %s\n", g->text, errbuf);
+            bad++;
+        } else if ((int)sl_allowlist_count(al) != g->added) {
+            print_error("line '%s' added %zu entries, expected %d\n", g->text,
+                        sl_allowlist_count(al), g->added);
+            bad++;
+        } else if (g->added) {
+            const sl_entry *e = sl_allowlist_entry(al, 0);
+            char buf[300];
+            sl_entry_format(e, buf, sizeof buf);
+            if (strcmp(buf, g->formatted) != 0 || e->kind != g->kind || e->port != g->port ||
+                e->line != 7 || strcmp(e->file, "t.txt") != 0) {
+                print_error("line '%s' gave '%s' kind %d port %d, expected '%s' kind %d port %d\n",
+                            g->text, buf, (int)e->kind, e->port, g->formatted, (int)g->kind,
+                            g->port);
+                bad++;
+            }
+            /* The printed form is itself a valid line meaning the same. */
+            sl_allowlist *al2 = sl_allowlist_new();
+            char buf2[300];
+            if (!sl_allowlist_add_line(al2, buf, strlen(buf), "x", 1, errbuf, sizeof errbuf) ||
+                strcmp(sl_entry_format(sl_allowlist_entry(al2, 0), buf2, sizeof buf2), buf) != 0) {
+                print_error("formatted '%s' does not round-trip\n", buf);
+                bad++;
+            }
+            sl_allowlist_free(al2);
+        }
+        sl_allowlist_free(al);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* ---- Lines that do not ---- */
+
+typedef struct bad_line {
+    const char *text;
+    size_t len;            /* 0: strlen */
+    const char *why;       /* substring of the message */
+} bad_line;
+
+static const bad_line bad_lines[] = {
+    {"*.com", 0, "*.com covers the whole public suffix com"},
+    {".com", 0, ".com covers the whole public suffix com"},
+    {".co.uk", 0, ".co.uk covers the whole public suffix co.uk"},
+    {"*.co.uk", 0, "*.co.uk covers the whole public suffix co.uk"},
+    {"*.internal", 0, "covers the whole public suffix internal"},
+    {".localhost", 0, "covers the whole public suffix localhost"},
+    {"*.uk", 0, "public suffix uk"},
+    {"*.ck", 0, "public suffix ck"},
+    {"*.foo.ck", 0, "public suffix foo.ck"},
+    {"*.COM.", 0, "public suffix com"},
+    {"*.xn--fiqs8s", 0, "public suffix"},
+    {"*.\xe4\xb8\xad\xe5\x9b\xbd", 0, "public suffix"},
+    {"*.1.2.3.4", 0, "not an IP literal"},
+    {".203.0.113.7", 0, "not an IP literal"},
+    {"*.203.0.113.7:443", 0, "not an IP literal"},
+    {"*.[2001:db8::7]", 0, "not an IP literal"},
+    {".[::1]:443", 0, "not an IP literal"},
+    {"example.org other.org", 0, "unexpected text"},
+    {"example.org 443", 0, "unexpected text"},
+    {"*", 0, "'*'"},
+    {"*example.org", 0, "'*'"},
+    {"**.example.org", 0, "'*'"},
+    {"*.*.example.org", 0, "'*'"},
+    {"foo.*.example.org", 0, "'*'"},
+    {"example.*", 0, "'*'"},
+    {"*.", 0, "missing host"},
+    {".", 0, "missing host"},
+    {":443", 0, "missing host"},
+    {"..example.org", 0, "empty label"},
+    {"*..example.org", 0, "empty label"},
+    {"example..org", 0, "empty label"},
+    {"example.org:", 0, "empty port"},
+    {"example.org:0", 0, "bad port"},
+    {"example.org:65536", 0, "bad port"},
+    {"example.org:080", 0, "bad port"},
+    {"example.org:+80", 0, "bad port"},
+    {"example.org:443:1", 0, "bad port"},
+    {"http://example.org", 0, "bad port"},
+    {"127.1", 0, "ambiguous numeric"},
+    {"0x7f.0.0.1:443", 0, "ambiguous numeric"},
+    {"2130706433", 0, "ambiguous numeric"},
+    {"2001:db8::7", 0, "brackets"},
+    {"2001:db8::7:443", 0, "brackets"},
+    {"[fe80::1%eth0]", 0, "zone id"},
+    {"[::1", 0, "unbalanced"},
+    {"[::1]x", 0, "unexpected text after IPv6"},
+    {"[127.0.0.1]", 0, "only for IPv6"},
+    {"user@example.org", 0, "'@'"},
+    {"ex%41mple.org", 0, "percent"},
+    {"-example.org", 0, "'-'"},
+    {"example.org/path", 0, "invalid character"},
+    {"\xff\xfe.example", 0, "UTF-8"},
+    {"exa\0mple.org", 12, "NUL"},
+};
+
+static void test_bad_lines(void **state)
+{
+    (void)state;
+    int bad = 0;
+    sl_allowlist *al = sl_allowlist_new();
+    for (size_t i = 0; i < sizeof bad_lines / sizeof bad_lines[0]; i++) {
+        const bad_line *b = &bad_lines[i];
+        size_t len = b->len ? b->len : strlen(b->text);
+        errbuf[0] = '\0';
+        if (sl_allowlist_add_line(al, b->text, len, "t.txt", 3, errbuf, sizeof errbuf)) {
+            print_error("line '%s' accepted\n", b->text);
+            bad++;
+        } else if (!strstr(errbuf, b->why)) {
+            print_error("line '%s': message '%s' lacks '%s'\n", b->text, errbuf, b->why);
+            bad++;
+        } else if (strstr(errbuf, "t.txt")) {
+            print_error("line '%s': message '%s' carries FILE:LINE\n", b->text, errbuf);
+            bad++;
+        }
+    }
+    assert_int_equal(sl_allowlist_count(al), 0);
+    sl_allowlist_free(al);
+    assert_int_equal(bad, 0);
+}
+
+static void test_line_length(void **state)
+{
+    (void)state;
+    sl_allowlist *al = sl_allowlist_new();
+    char line[1100];
+    /* 1024 bytes: a short entry and a long comment is fine */
+    memset(line, ' ', sizeof line);
+    memcpy(line, "example.org #", 13);
+    assert_true(sl_allowlist_add_line(al, line, 1024, "f", 1, errbuf, sizeof errbuf));
+    assert_false(sl_allowlist_add_line(al, line, 1025, "f", 2, errbuf, sizeof errbuf));
+    assert_non_null(strstr(errbuf, "longer than 1024"));
+    assert_int_equal(sl_allowlist_count(al), 1);
+    sl_allowlist_free(al);
+}
+
+/* ---- Ports ---- */
+
+typedef struct ports_case {
+    const char *in;
+    bool ok;
+    size_t n;
+    uint16_t v[4];
+} ports_case;
+
+static const ports_case ports_cases[] = {
+    {"443", true, 1, {443}},
+    {"443, 8443", true, 2, {443, 8443}},
+    {"80 8080", true, 2, {80, 8080}},
+    {"80,8080", true, 2, {80, 8080}},
+    {"  443  ", true, 1, {443}},
+    {"443 ,8443", true, 2, {443, 8443}},
+    {"443 , 8443 9443", true, 3, {443, 8443, 9443}},
+    {"443,443", true, 1, {443}},
+    {"443 8443 443", true, 2, {443, 8443}},
+    {"1, 65535", true, 2, {1, 65535}},
+    {"", false, 0, {0}},
+    {"   ", false, 0, {0}},
+    {"0", false, 0, {0}},
+    {"65536", false, 0, {0}},
+    {"080", false, 0, {0}},
+    {"+443", false, 0, {0}},
+    {"-1", false, 0, {0}},
+    {"443,", false, 0, {0}},
+    {",443", false, 0, {0}},
+    {"443,,80", false, 0, {0}},
+    {"443;80", false, 0, {0}},
+    {"https", false, 0, {0}},
+    {"443x", false, 0, {0}},
+    {"4430000", false, 0, {0}},
+};
+
+static void test_ports(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof ports_cases / sizeof ports_cases[0]; i++) {
+        const ports_case *c = &ports_cases[i];
+        sl_ports p;
+        errbuf[0] = '\0';
+        bool ok = sl_ports_parse(c->in, &p, errbuf, sizeof errbuf);
+        if (ok != c->ok) {
+            print_error("ports '%s': expected %s (%s)\n", c->in, c->ok ? "ok" : "error", errbuf);
+            bad++;
+            continue;
+        }
+        if (!ok) {
+            if (errbuf[0] == '\0') {
+                print_error("ports '%s': no message\n", c->in);
+                bad++;
+            }
+            continue;
+        }
+        if (p.n != c->n || memcmp(p.v, c->v, c->n * sizeof p.v[0]) != 0) {
+            print_error("ports '%s': wrong set (n=%zu)\n", c->in, p.n);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+
+    /* at most 32 distinct; duplicates do not count */
+    char s[512] = "";
+    for (int i = 1; i <= 32; i++)
+        snprintf(s + strlen(s), sizeof s - strlen(s), "%d,%d ", 1000 + i, 1000 + i);
+    sl_ports p;
+    assert_true(sl_ports_parse(s, &p, errbuf, sizeof errbuf));
+    assert_int_equal(p.n, 32);
+    assert_true(sl_ports_has(&p, 1032));
+    assert_false(sl_ports_has(&p, 1033));
+    snprintf(s + strlen(s), sizeof s - strlen(s), "2000");
+    assert_false(sl_ports_parse(s, &p, errbuf, sizeof errbuf));
+    assert_non_null(strstr(errbuf, "too many"));
+    assert_false(sl_ports_has(NULL, 443));
+}
+
+/* ---- Matching ---- */
+
+static const char *const match_list[] = {
+    "registry.npmjs.org",          /* 1 */
+    "*.githubusercontent.com",     /* 2 */
+    ".crates.io",                  /* 3 */
+    "example.com:8443",            /* 4 */
+    "203.0.113.7:443",             /* 5 */
+    "[2001:db8::7]:443",           /* 6 */
+    "plain.example",               /* 7 */
+    "*.wild.example",              /* 8 */
+    ".apex.example",               /* 9 */
+    "special.apex.example:8080",   /* 10 */
+    "*.deep.apex.example",         /* 11 */
+    ".apex.example:9000",          /* 12 */
+    "198.51.100.1",                /* 13 */
+    "[2001:db8::1]",               /* 14 */
+    "plain.example",               /* 15: a duplicate, never the rule */
+    "exact.apex.example",          /* 16 */
+    "*.ports.example:8443",        /* 17 */
+    ".ports.example",              /* 18 */
+    "*.eq.example",                /* 19 */
+    ".eq.example",                 /* 20: same suffix as 19, later */
+    "# a comment line",            /* 21 */
+    "B\xc3\x9c" "CHER.example",    /* 22 */
+};
+
+typedef struct match_case {
+    const char *host;      /* request authority host, parsed with sl_host_parse */
+    int port;
+    bool connect;
+    sl_match_result want;
+    int line;              /* the rule's line when allowed */
+} match_case;
+
+#define C true
+#define H false
+#define A SL_MATCH_ALLOWED
+#define NO SL_MATCH_NO_ENTRY
+#define PNA SL_MATCH_PORT_NOT_ALLOWED
+
+static const match_case match_cases[] = {
+    /* bare exact entry: connect_ports for CONNECT, http_ports for HTTP */
+    {"registry.npmjs.org", 443, C, A, 1},
+    {"registry.npmjs.org", 80, H, A, 1},
+    {"registry.npmjs.org", 80, C, PNA, 0},
+    {"registry.npmjs.org", 443, H, PNA, 0},
+    {"registry.npmjs.org", 8443, C, PNA, 0},
+    {"Registry.NPMJS.org.", 443, C, A, 1},
+    {"npmjs.org", 443, C, NO, 0},
+    {"x.registry.npmjs.org", 443, C, NO, 0},
+    {"registry.npmjs.org.evil", 443, C, NO, 0},
+    /* wildcard: subdomains only */
+    {"githubusercontent.com", 443, C, NO, 0},
+    {"raw.githubusercontent.com", 443, C, A, 2},
+    {"a.b.githubusercontent.com", 443, C, A, 2},
+    {"RAW.GitHubUserContent.com.", 80, H, A, 2},
+    {"xgithubusercontent.com", 443, C, NO, 0},
+    {"raw.githubusercontent.com", 22, C, PNA, 0},
+    /* apex: apex and subdomains */
+    {"crates.io", 443, C, A, 3},
+    {"static.crates.io", 443, C, A, 3},
+    {"a.b.c.crates.io", 80, H, A, 3},
+    {"notcrates.io", 443, C, NO, 0},
+    {"io", 443, C, NO, 0},
+    /* explicit port: that port, for both kinds of request */
+    {"example.com", 8443, C, A, 4},
+    {"example.com", 8443, H, A, 4},
+    {"example.com", 443, C, PNA, 0},
+    {"example.com", 80, H, PNA, 0},
+    {"www.example.com", 8443, C, NO, 0},
+    /* IP literals: exact address entries only */
+    {"203.0.113.7", 443, C, A, 5},
+    {"203.0.113.7", 443, H, A, 5},
+    {"203.0.113.7", 80, H, PNA, 0},
+    {"203.0.113.8", 443, C, NO, 0},
+    {"[2001:db8::7]", 443, C, A, 6},
+    {"[2001:DB8:0:0::7]", 443, C, A, 6},
+    {"[2001:db8::7]", 8443, C, PNA, 0},
+    {"[::ffff:203.0.113.7]", 443, C, NO, 0},
+    {"[2001:db8::8]", 443, C, NO, 0},
+    {"198.51.100.1", 443, C, A, 13},
+    {"198.51.100.1", 80, H, A, 13},
+    {"198.51.100.1", 8080, H, PNA, 0},
+    {"[2001:db8::1]", 443, C, A, 14},
+    /* duplicates: the earliest */
+    {"plain.example", 443, C, A, 7},
+    {"wild.example", 443, C, NO, 0},
+    {"x.wild.example", 443, C, A, 8},
+    /* most specific rule that allows the port */
+    {"apex.example", 443, C, A, 9},
+    {"apex.example", 9000, C, A, 12},
+    {"x.apex.example", 9000, H, A, 12},
+    {"apex.example", 22, C, PNA, 0},
+    {"special.apex.example", 8080, C, A, 10},
+    {"special.apex.example", 8080, H, A, 10},
+    {"special.apex.example", 443, C, A, 9},
+    {"x.special.apex.example", 8080, C, PNA, 0},
+    {"x.deep.apex.example", 443, C, A, 11},
+    {"deep.apex.example", 443, C, A, 9},
+    {"exact.apex.example", 443, C, A, 16},
+    {"exact.apex.example", 9000, C, A, 12},
+    {"x.ports.example", 8443, C, A, 17},
+    {"x.ports.example", 8443, H, A, 17},
+    {"x.ports.example", 443, C, A, 18},
+    {"ports.example", 443, C, A, 18},
+    {"ports.example", 8443, C, PNA, 0},
+    {"x.ports.example", 8080, C, PNA, 0},
+    {"x.eq.example", 443, C, A, 19},
+    {"eq.example", 443, C, A, 20},
+    {"xn--bcher-kva.example", 443, C, A, 22},
+    {"unrelated.example", 443, C, NO, 0},
+    {"example", 443, C, NO, 0},
+};
+
+static sl_allowlist *load_lines(const char *const *lines, size_t n)
+{
+    sl_allowlist *al = sl_allowlist_new();
+    assert_non_null(al);
+    for (size_t i = 0; i < n; i++) {
+        if (!sl_allowlist_add_line(al, lines[i], strlen(lines[i]), "match.txt", (int)i + 1,
+                                   errbuf, sizeof errbuf))
+            fail_msg("line %zu '%s': %s", i + 1, lines[i], errbuf);
+    }
+    return al;
+}
+
+static void parse_ports(const char *s, sl_ports *p)
+{
+    if (!sl_ports_parse(s, p, errbuf, sizeof errbuf))
+        fail_msg("ports '%s': %s", s, errbuf);
+}
+
+static void test_match(void **state)
+{
+    (void)state;
+    sl_allowlist *al = load_lines(match_list, sizeof match_list / sizeof match_list[0]);
+    assert_int_equal(sl_allowlist_count(al), 21);
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof match_cases / sizeof match_cases[0]; i++) {
+        const match_case *c = &match_cases[i];
+        sl_host h;
+        const char *err;
+        if (!sl_host_parse(c->host, strlen(c->host), &h, &err))
+            fail_msg("host '%s': %s", c->host, err);
+        const sl_entry *rule = (const sl_entry *)1;
+        sl_match_result r = sl_allowlist_match(al, &h, c->port, c->connect, &cp, &hp, &rule);
+        int line = rule ? rule->line : 0;
+        if (r != c->want || line != c->line) {
+            print_error("%s %s:%d: got result %d line %d, expected %d line %d\n",
+                        c->connect ? "CONNECT" : "HTTP", c->host, c->port, (int)r, line,
+                        (int)c->want, c->line);
+            bad++;
+        }
+    }
+    sl_allowlist_free(al);
+    assert_int_equal(bad, 0);
+}
+
+static void test_match_no_ports(void **state)
+{
+    (void)state;
+    /* NULL default port sets: bare entries allow nothing, explicit ones still work */
+    static const char *const lines[] = {"example.org", "example.net:443"};
+    sl_allowlist *al = load_lines(lines, 2);
+    sl_host h;
+    const char *err;
+    const sl_entry *rule;
+    assert_true(sl_host_parse("example.org", 11, &h, &err));
+    assert_int_equal(sl_allowlist_match(al, &h, 443, true, NULL, NULL, &rule), PNA);
+    assert_null(rule);
+    assert_true(sl_host_parse("example.net", 11, &h, &err));
+    assert_int_equal(sl_allowlist_match(al, &h, 443, true, NULL, NULL, &rule), A);
+    assert_int_equal(rule->line, 2);
+    assert_int_equal(sl_allowlist_match(al, &h, 443, false, NULL, NULL, NULL), A);
+    sl_allowlist_free(al);
+}
+
+static void test_match_empty_list(void **state)
+{
+    (void)state;
+    sl_allowlist *al = sl_allowlist_new();
+    sl_ports cp;
+    parse_ports("443", &cp);
+    sl_host h;
+    const char *err;
+    const sl_entry *rule;
+    assert_true(sl_host_parse("example.org", 11, &h, &err));
+    assert_int_equal(sl_allowlist_match(al, &h, 443, true, &cp, &cp, &rule), NO);
+    assert_null(rule);
+    assert_true(sl_host_parse("[::1]", 5, &h, &err));
+    assert_int_equal(sl_allowlist_match(al, &h, 443, true, &cp, &cp, &rule), NO);
+    assert_int_equal(sl_allowlist_count(al), 0);
+    assert_null(sl_allowlist_entry(al, 0));
+    sl_allowlist_free(al);
+}
+
+/* 5,000 entries of every kind: each still matches its own line and nothing
+ * near it. */
+#define BIG 5000
+
+static void test_match_big(void **state)
+{
+    (void)state;
+    sl_allowlist *al = sl_allowlist_new();
+    char line[128];
+    for (int i = 0; i < BIG; i++) {
+        switch (i % 5) {
+        case 0: snprintf(line, sizeof line, "host%d.example.net", i); break;
+        case 1: snprintf(line, sizeof line, "*.w%d.example.net", i); break;
+        case 2: snprintf(line, sizeof line, ".a%d.example.net", i); break;
+        case 3: snprintf(line, sizeof line, "p%d.example.net:%d", i, 1024 + i); break;
+        default: snprintf(line, sizeof line, "10.%d.%d.1", i / 256, i % 256); break;
+        }
+        if (!sl_allowlist_add_line(al, line, strlen(line), "big.txt", i + 1, errbuf, sizeof errbuf))
+            fail_msg("%s: %s", line, errbuf);
+    }
+    assert_int_equal(sl_allowlist_count(al), BIG);
+    /* All share one interned file name. */
+    assert_ptr_equal(sl_allowlist_entry(al, 0)->file, sl_allowlist_entry(al, BIG - 1)->file);
+
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    int bad = 0;
+    for (int i = 0; i < BIG; i++) {
+        char yes[128], no[128];
+        int port = 443;
+        switch (i % 5) {
+        case 0:
+            snprintf(yes, sizeof yes, "host%d.example.net", i);
+            snprintf(no, sizeof no, "x.host%d.example.net", i);
+            break;
+        case 1:
+            snprintf(yes, sizeof yes, "x.y.w%d.example.net", i);
+            snprintf(no, sizeof no, "w%d.example.net", i);
+            break;
+        case 2:
+            snprintf(yes, sizeof yes, "a%d.example.net", i);
+            snprintf(no, sizeof no, "a%dx.example.net", i);
+            break;
+        case 3:
+            port = 1024 + i;
+            snprintf(yes, sizeof yes, "p%d.example.net", i);
+            snprintf(no, sizeof no, "p%d.example.org", i);
+            break;
+        default:
+            snprintf(yes, sizeof yes, "10.%d.%d.1", i / 256, i % 256);
+            snprintf(no, sizeof no, "10.%d.%d.2", i / 256, i % 256);
+            break;
+        }
+        sl_host h;
+        const char *err;
+        const sl_entry *rule;
+        assert_true(sl_host_parse(yes, strlen(yes), &h, &err));
+        if (sl_allowlist_match(al, &h, port, true, &cp, &hp, &rule) != A || rule->line != i + 1) {
+            print_error("big: %s:%d not matched by line %d\n", yes, port, i + 1);
+            bad++;
+        }
+        assert_true(sl_host_parse(no, strlen(no), &h, &err));
+        if (sl_allowlist_match(al, &h, port, true, &cp, &hp, &rule) != NO) {
+            print_error("big: %s:%d matched\n", no, port);
+            bad++;
+        }
+    }
+    sl_allowlist_free(al);
+    assert_int_equal(bad, 0);
+}
+
+/* ---- Files ---- */
+
+typedef struct reports {
+    char msg[16][600];
+    int n;
+} reports;
+
+static void collect(void *ctx, const char *msg)
+{
+    reports *r = ctx;
+    if (r->n < 16)
+        snprintf(r->msg[r->n], sizeof r->msg[0], "%s", msg);
+    r->n++;
+}
+
+static void test_load_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/sluice-test-allowlist-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("\xef\xbb\xbf# allowlist with good and bad lines\n" /* 1 */
+          "registry.npmjs.org\n"                                /* 2 */
+          "\n"                                                   /* 3 */
+          "*.com\n"                                              /* 4 bad */
+          "  .crates.io   # apex\r\n"                            /* 5 */
+          "127.1\n"                                              /* 6 bad */
+          "example.org extra\n"                                  /* 7 bad */
+          "[2001:db8::7]:443\n",                                 /* 8 */
+          f);
+    for (int i = 0; i < 1100; i++)                               /* 9 bad: too long */
+        fputc(i < 11 ? "example.org"[i] : ' ', f);
+    fputs("\n*.example.co.uk:8443\n"                             /* 10 */
+          "example.org:0",                                       /* 11 bad, no final newline */
+          f);
+    assert_int_equal(fclose(f), 0);
+
+    sl_allowlist *al = sl_allowlist_new();
+    reports r = {0};
+    int errors = sl_allowlist_load_file(al, path, collect, &r);
+    assert_int_equal(errors, 5);
+    assert_int_equal(r.n, 5);
+    const int bad_lines_at[] = {4, 6, 7, 9, 11};
+    const char *bad_why[] = {"public suffix com", "ambiguous numeric", "unexpected text",
+                             "longer than 1024", "bad port"};
+    for (int i = 0; i < 5; i++) {
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "%s:%d: ", path, bad_lines_at[i]);
+        if (strncmp(r.msg[i], prefix, strlen(prefix)) != 0 || !strstr(r.msg[i], bad_why[i]))
+            fail_msg("report %d is '%s', expected prefix '%s' and '%s'", i, r.msg[i], prefix,
+                     bad_why[i]);
+    }
+    assert_int_equal(sl_allowlist_count(al), 4);
+    const int good_at[] = {2, 5, 8, 10};
+    const char *good_text[] = {"registry.npmjs.org", ".crates.io", "[2001:db8::7]:443",
+                               "*.example.co.uk:8443"};
+    for (size_t i = 0; i < 4; i++) {
+        const sl_entry *e = sl_allowlist_entry(al, i);
+        char buf[300];
+        assert_string_equal(sl_entry_format(e, buf, sizeof buf), good_text[i]);
+        assert_int_equal(e->line, good_at[i]);
+        assert_string_equal(e->file, path);
+        assert_ptr_not_equal(e->file, path);
+    }
+    assert_ptr_equal(sl_allowlist_entry(al, 0)->file, sl_allowlist_entry(al, 3)->file);
+
+    /* Unreadable files: one report, no FILE:LINE, nothing added. */
+    unlink(path);
+    r.n = 0;
+    assert_int_equal(sl_allowlist_load_file(al, path, collect, &r), -1);
+    assert_int_equal(r.n, 1);
+    char want[128];
+    snprintf(want, sizeof want, "%s: cannot read: No such file or directory", path);
+    assert_string_equal(r.msg[0], want);
+
+    r.n = 0;
+    assert_int_equal(sl_allowlist_load_file(al, "/tmp", collect, &r), -1);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.msg[0], "/tmp: cannot read: Is a directory");
+    assert_int_equal(sl_allowlist_count(al), 4);
+    sl_allowlist_free(al);
+}
+
+static void test_file_interned(void **state)
+{
+    (void)state;
+    sl_allowlist *al = sl_allowlist_new();
+    char name[32];
+    snprintf(name, sizeof name, "--allow");
+    assert_true(sl_allowlist_add_line(al, "a.example", 9, name, 0, errbuf, sizeof errbuf));
+    snprintf(name, sizeof name, "other.txt");
+    assert_true(sl_allowlist_add_line(al, "b.example", 9, name, 4, errbuf, sizeof errbuf));
+    snprintf(name, sizeof name, "--allow");
+    assert_true(sl_allowlist_add_line(al, "c.example", 9, name, 0, errbuf, sizeof errbuf));
+    snprintf(name, sizeof name, "scribbled");
+    assert_string_equal(sl_allowlist_entry(al, 0)->file, "--allow");
+    assert_string_equal(sl_allowlist_entry(al, 1)->file, "other.txt");
+    assert_ptr_equal(sl_allowlist_entry(al, 0)->file, sl_allowlist_entry(al, 2)->file);
+    assert_int_equal(sl_allowlist_entry(al, 0)->line, 0);
+    sl_allowlist_free(al);
+}
+
+/* ---- Suggestions ---- */
+
+typedef struct suggest_case {
+    const char *host;
+    int port;
+    bool connect;
+    const char *want;
+} suggest_case;
+
+static const suggest_case suggest_cases[] = {
+    {"example.org", 443, C, "example.org"},
+    {"example.org", 8443, C, "example.org"},
+    {"example.org", 80, C, "example.org:80"},
+    {"example.org", 80, H, "example.org"},
+    {"example.org", 443, H, "example.org:443"},
+    {"Example.ORG.", 9000, H, "example.org:9000"},
+    {"203.0.113.7", 443, C, "203.0.113.7"},
+    {"203.0.113.7", 22, C, "203.0.113.7:22"},
+    {"[2001:db8::7]", 443, C, "[2001:db8::7]"},
+    {"[2001:db8::7]", 8080, H, "[2001:db8::7]:8080"},
+};
+
+static void test_suggest(void **state)
+{
+    (void)state;
+    sl_ports cp, hp;
+    parse_ports("443, 8443", &cp);
+    parse_ports("80", &hp);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof suggest_cases / sizeof suggest_cases[0]; i++) {
+        const suggest_case *c = &suggest_cases[i];
+        sl_host h;
+        const char *err;
+        assert_true(sl_host_parse(c->host, strlen(c->host), &h, &err));
+        char buf[300];
+        sl_allowlist_suggest(&h, c->port, c->connect, &cp, &hp, buf, sizeof buf);
+        if (strcmp(buf, c->want) != 0) {
+            print_error("suggest %s:%d: '%s', expected '%s'\n", c->host, c->port, buf, c->want);
+            bad++;
+            continue;
+        }
+        /* The suggestion, added to a list, allows exactly that request. */
+        sl_allowlist *al = sl_allowlist_new();
+        const sl_entry *rule;
+        assert_true(sl_allowlist_add_line(al, buf, strlen(buf), "s", 1, errbuf, sizeof errbuf));
+        if (sl_allowlist_match(al, &h, c->port, c->connect, &cp, &hp, &rule) != A) {
+            print_error("suggest %s:%d: '%s' does not allow it\n", c->host, c->port, buf);
+            bad++;
+        }
+        sl_allowlist_free(al);
+    }
+    assert_int_equal(bad, 0);
+}
+
+static void test_format_long(void **state)
+{
+    (void)state;
+    /* The longest entry fits the documented 270 bytes. */
+    char line[300];
+    char label[64];
+    memset(label, 'a', 63);
+    label[63] = '\0';
+    snprintf(line, sizeof line, "*.%s.%s.%s.%.59s:65535", label, label, label, label);
+    sl_allowlist *al = sl_allowlist_new();
+    assert_true(sl_allowlist_add_line(al, line, strlen(line), "f", 1, errbuf, sizeof errbuf));
+    char buf[270];
+    assert_string_equal(sl_entry_format(sl_allowlist_entry(al, 0), buf, sizeof buf), line);
+    sl_allowlist_free(al);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_lines),
+        cmocka_unit_test(test_bad_lines),
+        cmocka_unit_test(test_line_length),
+        cmocka_unit_test(test_ports),
+        cmocka_unit_test(test_match),
+        cmocka_unit_test(test_match_no_ports),
+        cmocka_unit_test(test_match_empty_list),
+        cmocka_unit_test(test_match_big),
+        cmocka_unit_test(test_load_file),
+        cmocka_unit_test(test_file_interned),
+        cmocka_unit_test(test_suggest),
+        cmocka_unit_test(test_format_long),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
