@@ -361,7 +361,8 @@ static bool finish_head(sl_http_head *out, bool request)
                 te_chunked_last = span_ieq(el, "chunked");
             }
         } else if (sl_http_header_is(h, "Expect")) {
-            if (span_ieq(h->value, "100-continue"))
+            /* RFC 9110 §10.1.1: ignored in an HTTP/1.0 request */
+            if (span_ieq(h->value, "100-continue") && out->version_minor == 1)
                 out->expect_continue = true;
         }
     }

@@ -71,11 +71,12 @@ typedef struct sl_http_head {
                                 coding other than chunked, or neither CL nor TE
                                 on a status >= 200 other than 204/304), or TE
                                 together with CL */
-    bool expect_continue;
+    bool expect_continue;    /* Expect: 100-continue, in an HTTP/1.1 request */
     sl_span host;            /* Host header value (OWS trimmed, not otherwise
                                 checked); p == NULL when absent */
 
-    const char *error;       /* static text when the result is BAD or TOO_LARGE */
+    const char *error;       /* static text when the result is BAD or TOO_LARGE;
+                                NULL otherwise */
 } sl_http_head;
 
 /* A request head. Rejects: obs-fold, whitespace before a colon, a bare CR or

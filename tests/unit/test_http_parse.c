@@ -148,6 +148,9 @@ static const req_case req_cases[] = {
     {"Expect: 100-continue", RAW("PUT / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n"
                                  "Content-Length: 1\r\n\r\n"),
      SL_HTTP_OK, NULL, SL_METHOD_PUT, "/", 1, true, 1, .expect = true, .host = "a", .nheaders = 3},
+    {"Expect: 100-continue ignored in HTTP/1.0",
+     RAW("PUT / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n"),
+     SL_HTTP_OK, NULL, SL_METHOD_PUT, "/", 0, true, 1, .close = true, .nheaders = 2},
     {"Expect other value", RAW("PUT / HTTP/1.1\r\nHost: a\r\nExpect: something\r\n\r\n"),
      SL_HTTP_OK, NULL, SL_METHOD_PUT, "/", 1, .host = "a", .nheaders = 2},
     {"OWS trimmed around value", RAW("GET / HTTP/1.1\r\nHost: \t a.example \t \r\n\r\n"),
@@ -901,6 +904,16 @@ static void test_chunked_line_and_trailer_limits(void **state)
     memcpy(buf + 6 + pad + 1, "\r\n\r\n", 4);
     sl_chunked_init(&ch);
     assert_int_equal(sl_chunked_feed(&ch, buf, n + 1, &err), -1);
+    assert_non_null(strstr(err, "32 KiB"));
+    /* refused as soon as the limit is passed, not only at the final CRLF */
+    memset(buf + 3, 'X', SL_CHUNK_MAX_TRAILER + 1);
+    buf[4] = ':';
+    sl_chunked_init(&ch);
+    assert_int_equal(sl_chunked_feed(&ch, buf, 3 + SL_CHUNK_MAX_TRAILER, &err),
+                     3 + SL_CHUNK_MAX_TRAILER);
+    sl_chunked_init(&ch);
+    err = NULL;
+    assert_int_equal(sl_chunked_feed(&ch, buf, 3 + SL_CHUNK_MAX_TRAILER + 1, &err), -1);
     assert_non_null(strstr(err, "32 KiB"));
     free(buf);
 }
