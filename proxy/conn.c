@@ -157,7 +157,7 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
     sl_json_cstr(&j, "client", c->client);
     sl_json_cstr(&j, "method", c->x.method_text);
     sl_json_str(&j, "host", c->x.host.name, c->x.host.len);
-    sl_json_int(&j, "port", c->x.port);
+    sl_json_int(&j, "port", c->x.port > 0 ? c->x.port : 0);
     sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
     sl_json_cstr(&j, "reason", reason);
     if (c->x.rule) {

@@ -182,6 +182,32 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
 }
 
+/* exit_idle_s: a per-session gate whose caller died exits by itself. */
+static struct timespec idle_since;
+static unsigned long idle_accepts;
+
+static void on_idle_check(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    unsigned long accepts = atomic_load(&g_shared.accepts);
+    if (atomic_load(&g_shared.clients) > 0 || accepts != idle_accepts) {
+        idle_since = now;
+        idle_accepts = accepts;
+        return;
+    }
+    sl_policy *p = sl_shared_policy();
+    int limit = p->exit_idle_s;
+    sl_policy_unref(p);
+    if (limit > 0 && now.tv_sec - idle_since.tv_sec >= limit) {
+        fprintf(stderr, "sluice: no client for %d s (exit_idle_s): exiting\n", limit);
+        event_base_loopbreak(g_main);
+    }
+}
+
 static int bind_one(const sl_addr *a, int port, char *err, size_t errcap)
 {
     struct sockaddr_storage ss;
@@ -276,6 +302,10 @@ static int cmd_run(void)
         sigs[i] = evsignal_new(g_main, signos[i], on_signal, NULL);
         event_add(sigs[i], NULL);
     }
+    /* Checked every 200 ms whatever exit_idle_s is, so a reload can turn it on. */
+    clock_gettime(CLOCK_MONOTONIC, &idle_since);
+    struct event *idle = event_new(g_main, -1, EV_PERSIST, on_idle_check, NULL);
+    event_add(idle, &(struct timeval){ 0, 200 * 1000 });
     pthread_sigmask(SIG_BLOCK, &set, &old);
     for (int i = 0; i < g_nworkers; i++)
         pthread_create(&g_workers[i].thread, NULL, worker_main, &g_workers[i]);
@@ -323,6 +353,7 @@ static int cmd_run(void)
     }
     for (int i = 0; i < 4; i++)
         event_free(sigs[i]);
+    event_free(idle);
     event_base_free(g_main);
     rc = 0;
     fprintf(stderr, "sluice: stopped\n");

@@ -48,6 +48,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)l;
     worker *w = arg;
     atomic_fetch_add(&g_shared.clients, 1);
+    atomic_fetch_add(&g_shared.accepts, 1);
     conn_accept(w, fd, sa, salen);
 }
 

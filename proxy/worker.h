@@ -48,6 +48,7 @@ typedef struct sl_shared {
     sl_bound bound[SL_MAX_LISTEN];
     size_t nbound;
     atomic_int clients;          /* open client connections, all workers */
+    atomic_ulong accepts;        /* clients accepted so far (for exit_idle_s) */
 } sl_shared;
 
 extern sl_shared g_shared;
