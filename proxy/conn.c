@@ -93,7 +93,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     case CS_SNI:
         conn_log_decision(c, false, "sni_mismatch", "no TLS ClientHello within header_ms");
-        conn_close(c, "sni_mismatch");
+        conn_linger_close(c);
         return;
     case CS_TUNNEL:
     case CS_FORWARD: {
@@ -200,6 +200,38 @@ void conn_log_close(conn *c, const char *end)
 
 /* ---- refusals ---- */
 
+/* Send what is queued, then shut the write side and read (and discard)
+ * until the client closes or a short deadline: closing with unread input
+ * would make the kernel send a reset that can destroy the reply before the
+ * client reads it. */
+#define LINGER_MS 2000
+
+static void linger_after_flush(conn *c)
+{
+    if (c->cli_shut || evbuffer_get_length(bufferevent_get_output(c->cli)) > 0)
+        return;
+    c->cli_shut = true;
+    shutdown(bufferevent_getfd(c->cli), SHUT_WR);
+    evbuffer_drain(bufferevent_get_input(c->cli), evbuffer_get_length(bufferevent_get_input(c->cli)));
+    bufferevent_enable(c->cli, EV_READ);
+    conn_timer(c, LINGER_MS);
+}
+
+void conn_linger_close(conn *c)
+{
+    if (c->x.dns) {
+        sl_dns_cancel(c->x.dns);
+        c->x.dns = NULL;
+    }
+    conn_close_upstream(c);
+    conn_set_state(c, CS_REFUSING);
+    bufferevent_disable(c->cli, EV_READ);
+    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
+    bufferevent_enable(c->cli, EV_WRITE);
+    conn_timer(c, c->pol->header_ms);
+    linger_after_flush(c);
+}
+
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
 {
     char detail[1024];
@@ -208,23 +240,9 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
 
-    if (c->x.dns) {
-        sl_dns_cancel(c->x.dns);
-        c->x.dns = NULL;
-    }
-    if (c->up) {
-        bufferevent_free(c->up);
-        c->up = NULL;
-        c->up_reusable = false;
-    }
     conn_log_decision(c, false, reason, detail);
-    conn_set_state(c, CS_REFUSING);
-    struct evbuffer *out = bufferevent_get_output(c->cli);
-    sl_reply_refusal(out, status, reason, detail);
-    bufferevent_disable(c->cli, EV_READ);
-    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
-    bufferevent_enable(c->cli, EV_WRITE);
-    conn_timer(c, c->pol->header_ms);
+    sl_reply_refusal(bufferevent_get_output(c->cli), status, reason, detail);
+    conn_linger_close(c);
 }
 
 /* ---- accept and close ---- */
@@ -360,9 +378,12 @@ static void on_read(struct bufferevent *bev, void *arg)
     case CS_FORWARD:
         forward_on_read(c, from_client);
         return;
+    case CS_REFUSING:
+        if (from_client)   /* lingering: discard what the client still sends */
+            evbuffer_drain(bufferevent_get_input(c->cli), evbuffer_get_length(bufferevent_get_input(c->cli)));
+        return;
     case CS_RESOLVING:
     case CS_CONNECTING:
-    case CS_REFUSING:
         return;   /* reading is off; bytes wait in the buffer */
     }
 }
@@ -374,8 +395,8 @@ static void on_write(struct bufferevent *bev, void *arg)
     bool to_client = bev == c->cli;
     switch (c->state) {
     case CS_REFUSING:
-        if (to_client && evbuffer_get_length(bufferevent_get_output(c->cli)) == 0)
-            conn_close(c, "refused");
+        if (to_client)
+            linger_after_flush(c);
         return;
     case CS_SNI:
     case CS_TUNNEL:

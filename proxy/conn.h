@@ -115,6 +115,10 @@ void conn_timer(conn *c, int ms);
 void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
 void conn_log_close(conn *c, const char *end);
 
+/* Close the client once its queued output is sent (lingering briefly so a
+ * reply is not lost to a reset); the origin side is closed at once. */
+void conn_linger_close(conn *c);
+
 /* Refuse the exchange: log, reply with status and reason, close. */
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

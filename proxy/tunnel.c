@@ -111,9 +111,10 @@ static void check_sni(conn *c)
         break;
     }
     if (why) {
-        /* Nothing has reached the origin: the client's bytes are dropped. */
+        /* Nothing has reached the origin: the client's bytes are dropped;
+         * the client gets the 200 already queued, then the close. */
         conn_log_decision(c, false, "sni_mismatch", why);
-        conn_close(c, "sni_mismatch");
+        conn_linger_close(c);
         return;
     }
     conn_log_decision(c, true, "allowlisted", NULL);

@@ -2,6 +2,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <stdio.h>
@@ -23,6 +24,23 @@ sl_policy *sl_shared_policy(void)
     return p;
 }
 
+static bool is_local_address(const sl_addr *a)
+{
+    struct ifaddrs *ifs, *i;
+    bool found = false;
+    if (getifaddrs(&ifs) != 0)
+        return true;   /* cannot tell: refuse rather than risk a loop */
+    for (i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        sl_addr x;
+        sl_addr_from_sockaddr(i->ifa_addr, &x, NULL);
+        found = sl_addr_equal(&x, a);
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
 bool sl_is_own_listener(const sl_addr *a, int port)
 {
     for (size_t i = 0; i < g_shared.nbound; i++) {
@@ -31,12 +49,11 @@ bool sl_is_own_listener(const sl_addr *a, int port)
             continue;
         if (sl_addr_equal(&b->addr, a))
             return true;
-        /* A wildcard listener answers on every local address; non-public
-         * local addresses are refused anyway, a public one is caught here
-         * only if it is the wildcard itself, so be conservative: any
-         * address on our port of the same family counts. */
+        /* A wildcard listener answers on every local address. Asking the
+         * kernel costs a netlink round trip, paid only when the port
+         * matches ours, which real origins almost never do. */
         static const uint8_t zero[16];
-        if (b->addr.family == a->family && memcmp(b->addr.b, zero, 16) == 0)
+        if (b->addr.family == a->family && memcmp(b->addr.b, zero, 16) == 0 && is_local_address(a))
             return true;
     }
     return false;

@@ -249,3 +249,20 @@ def test_answers_stay_pinned_for_min_ttl_s_within_a_worker(sluice, dns):
         conn.close()
     asked = [q for q in dns.queries_since(mark) if q == ("A", "origin2.test")]
     assert len(asked) == 1, f"origin2.test asked {len(asked)} times within its pinned TTL"
+
+
+def test_the_gate_never_connects_to_its_own_listener(sluice):
+    # allow_cidr admits loopback, so only the own-listener rule stands between
+    # a CONNECT to the gate's own port and a request loop.
+    s = sluice(config={"policy": {"allow_cidr": "127.0.0.0/8"}})
+    s.write_allowlist([f"127.0.0.1:{s.port}", "127.0.0.1:9"])
+    s.reload()
+    resp, conn = connect(s.port, f"127.0.0.1:{s.port}")
+    conn.close()
+    assert_refused(resp, 403, "non_public_address")
+    assert "own listening address" in resp.text
+    # The same allow_cidr does admit another loopback port (nothing listens
+    # there, so the refusal is a connect failure, not a policy one).
+    resp, conn = connect(s.port, "127.0.0.1:9")
+    conn.close()
+    assert_refused(resp, 502, "connect_failed")
