@@ -9,7 +9,7 @@
 # (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests).
 
 CC      ?= gcc
-PKGS    := libevent_core libevent_pthreads libcares inih libidn2 libpsl
+PKGS    := libevent_core libevent_pthreads libcares inih libidn2 libpsl jansson
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iallowlist -Iproxy \

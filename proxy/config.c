@@ -47,6 +47,8 @@ typedef struct loader {
     int line;               /* line the reader last returned */
     bool seen[32];          /* non-repeatable keys seen */
     bool listen_from_config, dns_from_config;
+    int ttl_line;           /* line of min_ttl_s or max_ttl_s, for the range check */
+    int first_syntax_line;  /* reported by read_line; inih reports it again */
 } loader;
 
 static void report(loader *l, const char *where, int line, const char *fmt, ...)
@@ -164,6 +166,10 @@ static bool parse_ip_port(const char *s, int default_port, bool allow_port0, sl_
     }
     if (s[0] != '[' && addr->family == AF_INET6) {
         snprintf(err, errcap, "'%s': write IPv6 addresses in brackets", s);
+        return false;
+    }
+    if (s[0] == '[' && addr->family == AF_INET) {
+        snprintf(err, errcap, "'%s': brackets are only for IPv6 addresses", s);
         return false;
     }
     if (!colon) {
@@ -397,9 +403,11 @@ static int on_key(void *user, const char *section, const char *name, const char 
         break;
     case K_MIN_TTL:
         set_ms(l, name, value, 0, 86400, &p->min_ttl_s);
+        l->ttl_line = l->line;
         break;
     case K_MAX_TTL:
         set_ms(l, name, value, 0, 86400, &p->max_ttl_s);
+        l->ttl_line = l->line;
         break;
     case K_HEADER_MS:
         set_ms(l, name, value, 1, 3600000, &p->header_ms);
@@ -411,6 +419,10 @@ static int on_key(void *user, const char *section, const char *name, const char 
         set_ms(l, name, value, 1, 86400000, &p->idle_ms);
         break;
     case K_LOG_PATH:
+        if (value[0] == '\0') {
+            report(l, l->file, l->line, "path: empty (use - for standard output)");
+            break;
+        }
         free(p->log_path);
         p->log_path = strcmp(value, "-") ? resolve_path(l, value) : xstrdup("-");
         break;
@@ -457,13 +469,21 @@ static char *read_line(char *str, int num, void *stream)
         snprintf(str, (size_t)num, ";\n");
         return str;
     }
-    size_t i = 0;
+    size_t bom = l->line == 1 && len >= 3 && memcmp(start, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+    size_t i = bom;   /* inih skips a UTF-8 byte-order mark too */
     while (i < len && (start[i] == ' ' || start[i] == '\t'))
         i++;
+    bool indented = i > bom;   /* inih reads an indented line as a continuation */
     if (i < len && start[i] == '[') {
         const char *rb = memchr(start + i, ']', len - i);
         if (rb && !known_section(start + i + 1, (size_t)(rb - start - i - 1)))
             report(l, l->file, l->line, "unknown section [%.*s]", (int)(rb - start - i - 1), start + i + 1);
+    } else if (i < len && !indented && start[i] != ';' && start[i] != '#' &&
+               !memchr(start + i, '=', len - i) && !memchr(start + i, ':', len - i)) {
+        /* inih returns only the first such line; each one is reported here. */
+        report(l, l->file, l->line, "syntax error (expected [section], key = value, or a comment)");
+        if (!l->first_syntax_line)
+            l->first_syntax_line = l->line;
     }
     memcpy(str, start, len);
     str[len] = '\n';
@@ -526,7 +546,7 @@ static void load_ini(loader *l, const char *path)
     }
     l->text = text;
     int rc = ini_parse_stream(read_line, l, on_key, l);
-    if (rc > 0)
+    if (rc > 0 && rc != l->first_syntax_line)
         report(l, path, rc, "syntax error (expected [section], key = value, or a comment)");
     else if (rc < 0)
         report(l, path, 0, "cannot parse");
@@ -597,7 +617,7 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
         add_dns(&l, opt->dns_server.v[i], "--dns-server", 0);
     if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n)
         dns_from_resolv_conf(&l);
-    if (p->ndns == 0)
+    if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n)
         report(&l, opt->config ? opt->config : "dns", 0,
                "no DNS server: set [dns] server or --dns-server (/etc/resolv.conf names none)");
     for (size_t i = 0; i < opt->allowlist.n; i++)
@@ -612,7 +632,7 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
         p->workers = opt->workers;
 
     if (p->min_ttl_s > p->max_ttl_s)
-        report(&l, opt->config ? opt->config : "dns", 0, "min_ttl_s (%d) is above max_ttl_s (%d)",
+        report(&l, opt->config ? opt->config : "dns", l.ttl_line, "min_ttl_s (%d) is above max_ttl_s (%d)",
                p->min_ttl_s, p->max_ttl_s);
     if (p->workers == 0)
         p->workers = cpu_count();

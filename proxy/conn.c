@@ -175,8 +175,8 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
         sl_json_cstr(&j, "sni", c->x.sni);
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
-    size_t n = sl_json_end(&j);
-    sl_log_write(buf, n);
+    /* A refusal's line is on disk before its reply is sent. */
+    sl_log_line(buf, sl_json_open_len(&j), !allow);
     if (allow) {
         c->x.allowed = true;
         clock_gettime(CLOCK_MONOTONIC, &c->x.t_allowed);
@@ -193,8 +193,7 @@ void conn_log_close(conn *c, const char *end)
     sl_json_int(&j, "bytes_down", (long long)c->x.bytes_down);
     sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_allowed));
     sl_json_cstr(&j, "end", end);
-    size_t n = sl_json_end(&j);
-    sl_log_write(buf, n);
+    sl_log_line(buf, sl_json_open_len(&j), false);
     c->x.allowed = false;   /* one close line per allowed exchange */
 }
 
@@ -295,11 +294,16 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
     bufferevent_enable(c->cli, EV_READ | EV_WRITE);
     conn_timer(c, c->pol->header_ms);
 
-    /* Over max_clients: refuse with 503, still logged. */
+    /* Over max_clients, or the log cannot be written: refuse with 503. A
+     * gate that cannot record decisions makes none (it fails closed). */
+    char why[256];
     if (atomic_load(&g_shared.clients) > c->pol->max_clients) {
         snprintf(c->x.method_text, sizeof c->x.method_text, "-");
         conn_refuse(c, 503, "too_many_clients", "The gate already serves %d clients (max_clients).",
                     c->pol->max_clients);
+    } else if (sl_log_failing(why, sizeof why)) {
+        snprintf(c->x.method_text, sizeof c->x.method_text, "-");
+        conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
     }
 }
 

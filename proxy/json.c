@@ -91,20 +91,34 @@ size_t sl_json_escape(char *out, size_t cap, const char *str, size_t len)
     return o;
 }
 
-static void raw(sl_json *j, const char *s, size_t n)
+/* Fields are written whole or not at all: once one does not fit, the line
+ * is marked full and later fields are dropped, so it stays valid JSON. */
+static bool fits(const sl_json *j, size_t n)
 {
-    if (j->len + n + RESERVE > j->cap)
-        n = j->cap - RESERVE > j->len ? j->cap - RESERVE - j->len : 0;
+    return !j->full && j->len + n + RESERVE <= j->cap;
+}
+
+static void put(sl_json *j, const char *s, size_t n)
+{
     memcpy(j->buf + j->len, s, n);
     j->len += n;
 }
 
-static void key(sl_json *j, const char *k)
+/* Writes `"key":` (with the comma) if it and `need` more bytes fit. */
+static bool key(sl_json *j, const char *k, size_t need)
 {
-    char tmp[80];
-    int n = snprintf(tmp, sizeof tmp, "%s\"%s\":", j->first ? "" : ",", k);
+    size_t klen = strlen(k);
+    if (!fits(j, klen + 4 + need)) {
+        j->full = true;
+        return false;
+    }
+    if (!j->first)
+        put(j, ",", 1);
     j->first = false;
-    raw(j, tmp, (size_t)n);
+    put(j, "\"", 1);
+    put(j, k, klen);
+    put(j, "\":", 2);
+    return true;
 }
 
 void sl_json_begin(sl_json *j, char *buf, size_t cap)
@@ -113,20 +127,20 @@ void sl_json_begin(sl_json *j, char *buf, size_t cap)
     j->cap = cap;
     j->len = 0;
     j->first = true;
-    raw(j, "{", 1);
+    j->full = cap < 16;
+    if (!j->full)
+        put(j, "{", 1);
 }
 
 void sl_json_str(sl_json *j, const char *k, const char *s, size_t len)
 {
-    key(j, k);
-    raw(j, "\"", 1);
-    /* keep room for the closing quote */
-    size_t room = j->cap - RESERVE - j->len;
-    if (room > 1) {
-        size_t n = sl_json_escape(j->buf + j->len, room - 1, s ? s : "", s ? len : 0);
-        j->len += n;
-    }
-    j->buf[j->len++] = '"';
+    if (!key(j, k, 2))
+        return;
+    put(j, "\"", 1);
+    /* room left for the content, keeping the closing quote's byte */
+    size_t room = j->cap - RESERVE - j->len - 1;
+    j->len += sl_json_escape(j->buf + j->len, room + 1, s ? s : "", s ? len : 0);
+    put(j, "\"", 1);
 }
 
 void sl_json_cstr(sl_json *j, const char *k, const char *s)
@@ -134,24 +148,42 @@ void sl_json_cstr(sl_json *j, const char *k, const char *s)
     sl_json_str(j, k, s, s ? strlen(s) : 0);
 }
 
+static void number(sl_json *j, const char *k, const char *text)
+{
+    size_t n = strlen(text);
+    if (key(j, k, n))
+        put(j, text, n);
+}
+
 void sl_json_int(sl_json *j, const char *k, long long v)
 {
     char tmp[32];
-    key(j, k);
-    raw(j, tmp, (size_t)snprintf(tmp, sizeof tmp, "%lld", v));
+    snprintf(tmp, sizeof tmp, "%lld", v);
+    number(j, k, tmp);
 }
 
 void sl_json_ms(sl_json *j, const char *k, double ms)
 {
     char tmp[48];
-    key(j, k);
-    raw(j, tmp, (size_t)snprintf(tmp, sizeof tmp, "%.1f", ms < 0 ? 0.0 : ms));
+    /* JSON has no NaN or infinity; a duration is never negative. */
+    if (!(ms >= 0))
+        ms = 0;
+    if (ms > 1e15)
+        ms = 1e15;
+    snprintf(tmp, sizeof tmp, "%.1f", ms);
+    number(j, k, tmp);
 }
 
 size_t sl_json_end(sl_json *j)
 {
-    j->buf[j->len++] = '}';
-    j->buf[j->len++] = '\n';
+    if (j->len == 0)
+        put(j, "{", 1);
+    put(j, "}\n", 2);
     j->buf[j->len] = '\0';
+    return j->len;
+}
+
+size_t sl_json_open_len(const sl_json *j)
+{
     return j->len;
 }

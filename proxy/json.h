@@ -11,15 +11,19 @@ typedef struct sl_json {
     char *buf;
     size_t cap, len;
     bool first;
+    bool full;      /* a field did not fit: later ones are dropped */
 } sl_json;
 
-void sl_json_begin(sl_json *j, char *buf, size_t cap);   /* cap >= 128 */
+void sl_json_begin(sl_json *j, char *buf, size_t cap);   /* cap >= 16 */
 void sl_json_str(sl_json *j, const char *key, const char *s, size_t len);
 void sl_json_cstr(sl_json *j, const char *key, const char *s);
 void sl_json_int(sl_json *j, const char *key, long long v);
 void sl_json_ms(sl_json *j, const char *key, double ms);   /* one decimal */
 /* Ends the object with "}\n"; returns the line's length. */
 size_t sl_json_end(sl_json *j);
+/* The object so far, without its closing brace (for the log, which adds
+ * its own last fields); returns its length. */
+size_t sl_json_open_len(const sl_json *j);
 
 /* Append s escaped as JSON string content (no quotes) into out; returns the
  * bytes written, never more than cap - 1, NUL-terminated. */

@@ -164,6 +164,8 @@ static void reload(void)
     fprintf(stderr, "sluice: reloaded policy (%zu allowlist entries)\n", sl_allowlist_count(p->allow));
 }
 
+static void start_drain(void);
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -178,13 +180,65 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         sl_policy_unref(p);
     } else {
         fprintf(stderr, "sluice: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        event_base_loopbreak(g_main);
+        start_drain();
     }
 }
 
 /* exit_idle_s: a per-session gate whose caller died exits by itself. */
 static struct timespec idle_since;
 static unsigned long idle_accepts;
+
+/* Shutdown: workers stop accepting and finish what is open; the main loop
+ * keeps flushing the log until they are done or the grace runs out. */
+static atomic_int workers_running;
+static bool draining;
+static struct event *grace_timer;
+
+static void on_grace(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    fprintf(stderr, "sluice: shutdown_grace_ms over: closing what is still open\n");
+    for (int i = 0; i < g_nworkers; i++) {
+        atomic_store(&g_workers[i].stop, true);
+        worker_wake(&g_workers[i]);
+    }
+}
+
+static void start_drain(void)
+{
+    if (draining)
+        return;
+    draining = true;
+    sl_policy *p = sl_shared_policy();
+    int grace = p->shutdown_grace_ms;
+    sl_policy_unref(p);
+    for (int i = 0; i < g_nworkers; i++) {
+        atomic_store(&g_workers[i].drain, true);
+        worker_wake(&g_workers[i]);
+    }
+    grace_timer = evtimer_new(g_main, on_grace, NULL);
+    struct timeval tv = { grace / 1000, (grace % 1000) * 1000 };
+    evtimer_add(grace_timer, &tv);
+}
+
+static void *run_worker(void *arg)
+{
+    worker_main(arg);
+    atomic_fetch_sub(&workers_running, 1);
+    return NULL;
+}
+
+static void on_log_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    sl_log_tick();
+    if (draining && atomic_load(&workers_running) == 0)
+        event_base_loopbreak(g_main);
+}
 
 static void on_idle_check(evutil_socket_t fd, short what, void *arg)
 {
@@ -202,9 +256,9 @@ static void on_idle_check(evutil_socket_t fd, short what, void *arg)
     sl_policy *p = sl_shared_policy();
     int limit = p->exit_idle_s;
     sl_policy_unref(p);
-    if (limit > 0 && now.tv_sec - idle_since.tv_sec >= limit) {
+    if (limit > 0 && now.tv_sec - idle_since.tv_sec >= limit && !draining) {
         fprintf(stderr, "sluice: no client for %d s (exit_idle_s): exiting\n", limit);
-        event_base_loopbreak(g_main);
+        start_drain();
     }
 }
 
@@ -306,9 +360,13 @@ static int cmd_run(void)
     clock_gettime(CLOCK_MONOTONIC, &idle_since);
     struct event *idle = event_new(g_main, -1, EV_PERSIST, on_idle_check, NULL);
     event_add(idle, &(struct timeval){ 0, 200 * 1000 });
+    /* Buffered log lines reach the disk at least every 100 ms. */
+    struct event *log_tick = event_new(g_main, -1, EV_PERSIST, on_log_tick, NULL);
+    event_add(log_tick, &(struct timeval){ 0, 100 * 1000 });
     pthread_sigmask(SIG_BLOCK, &set, &old);
+    atomic_store(&workers_running, g_nworkers);
     for (int i = 0; i < g_nworkers; i++)
-        pthread_create(&g_workers[i].thread, NULL, worker_main, &g_workers[i]);
+        pthread_create(&g_workers[i].thread, NULL, run_worker, &g_workers[i]);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 
     if (sl_allowlist_count(p->allow) == 0)
@@ -328,32 +386,14 @@ static int cmd_run(void)
 
     event_base_dispatch(g_main);
 
-    /* Drain: stop accepting, let open exchanges finish within the grace. */
-    sl_policy *cur = sl_shared_policy();
-    int grace = cur->shutdown_grace_ms;
-    sl_policy_unref(cur);
-    for (int i = 0; i < g_nworkers; i++) {
-        atomic_store(&g_workers[i].drain, true);
-        worker_wake(&g_workers[i]);
-    }
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += grace / 1000;
-    deadline.tv_nsec += (long)(grace % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    for (int i = 0; i < g_nworkers; i++) {
-        if (pthread_timedjoin_np(g_workers[i].thread, NULL, &deadline) != 0) {
-            atomic_store(&g_workers[i].stop, true);
-            worker_wake(&g_workers[i]);
-            pthread_join(g_workers[i].thread, NULL);
-        }
-    }
+    for (int i = 0; i < g_nworkers; i++)
+        pthread_join(g_workers[i].thread, NULL);
+    if (grace_timer)
+        event_free(grace_timer);
     for (int i = 0; i < 4; i++)
         event_free(sigs[i]);
     event_free(idle);
+    event_free(log_tick);
     event_base_free(g_main);
     rc = 0;
     fprintf(stderr, "sluice: stopped\n");
