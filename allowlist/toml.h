@@ -20,6 +20,9 @@ typedef struct sl_toml sl_toml;
 sl_toml *sl_toml_parse(const char *data, size_t len, char *err, size_t errcap, int *errline);
 void sl_toml_free(sl_toml *root);
 
+/* Every accessor takes NULL (an absent value) and answers as for an empty
+ * table: no kind of its own (SL_TOML_TABLE), line 0, no entries. Keys that
+ * contain a NUL ("\u0000") are kept but cannot be found by sl_toml_get. */
 sl_toml_kind sl_toml_kind_of(const sl_toml *v);
 int sl_toml_line(const sl_toml *v);              /* line where the value starts */
 

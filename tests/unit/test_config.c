@@ -4,7 +4,7 @@
  * one mkdtemp directory, removed at the end.
  *
  * Cases named "BUG ..." are regressions: bugs the first version of the
- * loader had (each comment says which), asserted fixed.
+ * loader had (each comment says which), asserted fixed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
