@@ -91,7 +91,7 @@ unit: $(UNIT_BIN)
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $$t; done
 
 e2e: build/san/sluice
-	SLUICE_BIN=$(CURDIR)/build/san/sluice unshare --net -- /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
+	SLUICE_BIN=$(CURDIR)/build/san/sluice unshare --net --mount -- /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)
 
 clean:
 	rm -rf build
