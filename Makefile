@@ -2,14 +2,14 @@
 #
 #   make deps    install the Debian packages that are missing (only those)
 #   make         build build/sluice
-#   make run     build, then run the gate on examples/ in the foreground
+#   make run     build, then run the gate on proxy/example/ in the foreground
 #   make test    unit tests, then end-to-end tests, all under ASan + UBSan
 #
 # Every object is built twice: build/ (optimised, for use) and build/san/
 # (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests).
 
 CC      ?= gcc
-PKGS    := libevent_core libevent_pthreads libcares inih libidn2 libpsl jansson
+PKGS    := libevent_core libevent_extra libevent_pthreads libcares inih libidn2 libpsl jansson
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iallowlist -Iproxy \
@@ -21,7 +21,7 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 # Debian packages: build, unit tests, end-to-end tests.
 DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
             libidn2-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev libcmocka-dev \
-            python3 python3-pytest dnsmasq-base iproute2 util-linux curl openssl
+            python3 python3-pytest python3-prometheus-client dnsmasq-base iproute2 util-linux curl openssl
 
 LIB_SRC  := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))
 MAIN_SRC := proxy/main.c
@@ -80,7 +80,8 @@ run: deps
 	build/sluice run -c proxy/example/sluice.ini
 
 # Unit tests, then end-to-end tests. The end-to-end suite runs in a network
-# namespace of its own (unshare --net); conftest.py refuses to start outside one.
+# network and mount namespace of its own (unshare --net --mount); conftest.py
+# refuses to start outside one.
 test: deps
 	$(MAKE) san
 	$(MAKE) unit

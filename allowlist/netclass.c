@@ -141,6 +141,7 @@ static const uint8_t metadata_v4[][4] = {
 };
 static const nc_row metadata_v6[] = {
     V6(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254, 128, NO, "fd00:ec2::254"),  /* AWS IMDS over IPv6 */
+    V6(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254, 128, NO, "fd20:ce::254"),    /* GCP metadata over IPv6 */
 };
 
 #define N_OF(x) (sizeof(x) / sizeof((x)[0]))

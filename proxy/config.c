@@ -47,7 +47,8 @@ typedef struct loader {
     int line;               /* line the reader last returned */
     bool seen[32];          /* non-repeatable keys seen */
     bool listen_from_config, dns_from_config;
-    int ttl_line;           /* line of min_ttl_s or max_ttl_s, for the range check */
+    int ttl_line;
+    int admin_line;           /* line of min_ttl_s or max_ttl_s, for the range check */
     int first_syntax_line;  /* reported by read_line; inih reports it again */
 } loader;
 
@@ -430,11 +431,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
         if (value[0] != '\0') {
             sl_addr a;
             int port;
-            if (!parse_ip_port(value, -1, false, &a, &port, err, sizeof err))
+            if (!parse_ip_port(value, -1, true, &a, &port, err, sizeof err))
                 report(l, l->file, l->line, "admin listen: %s", err);
             else {
                 free(p->admin_listen);
                 p->admin_listen = xstrdup(value);
+                l->admin_line = l->line;
             }
         }
         break;
@@ -636,6 +638,17 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
                p->min_ttl_s, p->max_ttl_s);
     if (p->workers == 0)
         p->workers = cpu_count();
+    if (p->admin_listen) {
+        sl_addr a;
+        int port;
+        char err[300];
+        if (parse_ip_port(p->admin_listen, -1, true, &a, &port, err, sizeof err) && port != 0)
+            for (size_t i = 0; i < p->nlisten; i++)
+                if (p->listen[i].port == port && (sl_addr_equal(&p->listen[i].addr, &a)))
+                    report(&l, opt->config ? opt->config : "admin", l.admin_line,
+                           "admin listen %s is also a proxy listen address; give it its own port",
+                           p->admin_listen);
+    }
 
     if (l.errors) {
         sl_policy_unref(p);

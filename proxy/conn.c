@@ -18,6 +18,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "reply.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
@@ -175,6 +176,7 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
         sl_json_cstr(&j, "sni", c->x.sni);
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
+    sl_metrics_decision(allow, reason);
     /* A refusal's line is on disk before its reply is sent. */
     sl_log_line(buf, sl_json_open_len(&j), !allow);
     if (allow) {
@@ -193,6 +195,7 @@ void conn_log_close(conn *c, const char *end)
     sl_json_int(&j, "bytes_down", (long long)c->x.bytes_down);
     sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_allowed));
     sl_json_cstr(&j, "end", end);
+    sl_metrics_bytes(c->x.bytes_up, c->x.bytes_down);
     sl_log_line(buf, sl_json_open_len(&j), false);
     c->x.allowed = false;   /* one close line per allowed exchange */
 }
@@ -312,6 +315,8 @@ void conn_close(conn *c, const char *end)
     assert(c->magic == CONN_MAGIC);
     if (c->x.allowed)
         conn_log_close(c, end);
+    if (c->state == CS_TUNNEL)
+        sl_metrics_tunnel(-1);
     if (c->x.dns)
         sl_dns_cancel(c->x.dns);
     if (c->x.up_head)

@@ -45,6 +45,7 @@ typedef struct exchange {
     char id[17];
     struct timespec t_start;      /* head complete */
     struct timespec t_allowed;    /* decision made: allow */
+    struct timespec t_connect;    /* connecting began */
     sl_http_method method;
     char method_text[24];
     bool is_connect;

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 
 #include "conn.h"
+#include "log.h"
+#include "metrics.h"
 #include "netclass.h"
 
 static void try_connect(conn *c);
@@ -36,8 +38,12 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
         sl_verdict v = classify(c, &addrs[i], why, sizeof why);
         if (!v.is_public) {
             c->x.addr = addrs[i];
-            conn_refuse(c, 403, "non_public_address", "%s resolves to %s, which is not a public address (%s).",
-                        c->x.host.name, sl_addr_format(&addrs[i], a, sizeof a), v.why);
+            sl_addr_format(&addrs[i], a, sizeof a);
+            if (c->x.host.kind == SL_HOST_NAME)
+                conn_refuse(c, 403, "non_public_address",
+                            "%s resolves to %s, which is not a public address (%s).", c->x.host.name, a, v.why);
+            else
+                conn_refuse(c, 403, "non_public_address", "%s is not a public address (%s).", a, v.why);
             return;
         }
     }
@@ -62,6 +68,7 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
     }
     conn_close_upstream(c);
     conn_set_state(c, CS_CONNECTING);
+    clock_gettime(CLOCK_MONOTONIC, &c->x.t_connect);
     conn_timer(c, c->pol->connect_ms);
     try_connect(c);
 }
@@ -72,6 +79,7 @@ static void on_dns(void *arg, const sl_dns_answer *ans)
     c->x.dns = NULL;
     c->x.dns_done = true;
     c->x.dns_ms = conn_ms_since(&c->x.t_start);
+    sl_metrics_dns_ms(c->x.dns_ms);
     switch (ans->status) {
     case SL_DNS_TIMEOUT:
         conn_refuse(c, 504, "dns_timeout", "Resolving %s took longer than %d ms.", c->x.host.name,
@@ -92,6 +100,13 @@ void conn_decide(conn *c)
     const sl_policy *p = c->pol;
     const sl_entry *rule = NULL;
     char line[300];
+
+    /* A keep-alive client's next request is a new decision: with the log
+     * failing it is refused like a new client. */
+    if (sl_log_failing(line, sizeof line)) {
+        conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", line);
+        return;
+    }
 
     bufferevent_disable(c->cli, EV_READ);
     sl_match_result m = sl_allowlist_match(p->allow, &c->x.host, c->x.port, c->x.is_connect,
@@ -167,6 +182,7 @@ void conn_connected(conn *c)
 {
     int one = 1;
     setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sl_metrics_connect_ms(conn_ms_since(&c->x.t_connect));
     conn_timer(c, 0);
     if (c->x.is_connect) {
         tunnel_start(c);

@@ -15,7 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
+
+#include <event2/buffer.h>
+#include <jansson.h>
 
 #include "host.h"
 
@@ -76,9 +80,16 @@ struct sl_dns {
     channel *cur;
     channel *retired;
     query *pending[CACHE_BUCKETS];
-    cache_entry *cache[CACHE_BUCKETS];
-    size_t ncache;
 };
+
+/* The pinned answers, shared by all workers so that a name is resolved once
+ * per TTL for the whole gate, and /pins can show them. Lookups are short
+ * and rare next to relaying, so one lock is enough. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static cache_entry *cache[CACHE_BUCKETS];
+static size_t ncache;
+
+static void cache_clear_locked(void);
 
 static long now_s(void)
 {
@@ -107,6 +118,9 @@ bool sl_dns_global_init(char *err, size_t errcap)
 
 void sl_dns_global_cleanup(void)
 {
+    pthread_mutex_lock(&cache_lock);
+    cache_clear_locked();
+    pthread_mutex_unlock(&cache_lock);
     ares_library_cleanup();
 }
 
@@ -274,16 +288,16 @@ sl_dns *sl_dns_new(struct event_base *base, char *err, size_t errcap)
     return d;
 }
 
-static void cache_clear(sl_dns *d)
+static void cache_clear_locked(void)
 {
     for (size_t i = 0; i < CACHE_BUCKETS; i++) {
-        while (d->cache[i]) {
-            cache_entry *e = d->cache[i];
-            d->cache[i] = e->next;
+        while (cache[i]) {
+            cache_entry *e = cache[i];
+            cache[i] = e->next;
             free(e);
         }
     }
-    d->ncache = 0;
+    ncache = 0;
 }
 
 void sl_dns_free(sl_dns *d)
@@ -302,7 +316,6 @@ void sl_dns_free(sl_dns *d)
         d->retired = c->next_retired;
         channel_destroy(c);
     }
-    cache_clear(d);
     free(d);
 }
 
@@ -313,50 +326,42 @@ static int clamp_ttl(int ttl, const sl_policy *p)
     return ttl < p->min_ttl_s ? p->min_ttl_s : ttl > p->max_ttl_s ? p->max_ttl_s : ttl;
 }
 
-static bool cache_get(sl_dns *d, const sl_policy *p, const char *name, sl_dns_answer *out)
+static bool cache_get(const sl_policy *p, const char *name, sl_dns_answer *out)
 {
     long now = now_s();
-    cache_entry **pp = &d->cache[hash_name(name)], *e;
+    bool hit = false;
+    pthread_mutex_lock(&cache_lock);
+    cache_entry **pp = &cache[hash_name(name)], *e;
     while ((e = *pp)) {
         if (now >= e->hard_expiry) {
             *pp = e->next;
             free(e);
-            d->ncache--;
+            ncache--;
             continue;
         }
         if (strcmp(e->name, name) == 0) {
-            if (now >= e->inserted + clamp_ttl(e->ttl_s, p))
-                return false;
-            memset(out, 0, sizeof *out);
-            out->status = SL_DNS_OK;
-            memcpy(out->addrs, e->addrs, e->n * sizeof *e->addrs);
-            out->n = e->n;
-            out->ttl_s = e->ttl_s;
-            out->cached = true;
-            return true;
-        }
-        pp = &e->next;
-    }
-    return false;
-}
-
-static void cache_put(sl_dns *d, const sl_policy *p, const char *name, const sl_dns_answer *a)
-{
-    long now = now_s();
-    unsigned h = hash_name(name);
-    cache_entry **pp = &d->cache[h], *e;
-    while ((e = *pp)) {
-        if (strcmp(e->name, name) == 0) {
-            *pp = e->next;
-            free(e);
-            d->ncache--;
+            if (now < e->inserted + clamp_ttl(e->ttl_s, p)) {
+                memset(out, 0, sizeof *out);
+                out->status = SL_DNS_OK;
+                memcpy(out->addrs, e->addrs, e->n * sizeof *e->addrs);
+                out->n = e->n;
+                out->ttl_s = e->ttl_s;
+                out->cached = true;
+                hit = true;
+            }
             break;
         }
         pp = &e->next;
     }
-    if (d->ncache >= CACHE_MAX)
-        cache_clear(d);   /* crude, and rare: a gate serves a short allowlist */
-    e = calloc(1, sizeof *e);
+    pthread_mutex_unlock(&cache_lock);
+    return hit;
+}
+
+static void cache_put(const char *name, const sl_dns_answer *a)
+{
+    long now = now_s();
+    unsigned h = hash_name(name);
+    cache_entry *e = calloc(1, sizeof *e);
     if (!e)
         return;
     snprintf(e->name, sizeof e->name, "%s", name);
@@ -364,10 +369,54 @@ static void cache_put(sl_dns *d, const sl_policy *p, const char *name, const sl_
     e->n = a->n;
     e->ttl_s = a->ttl_s;
     e->inserted = now;
-    e->hard_expiry = now + (p->max_ttl_s > 0 ? p->max_ttl_s : 0);
-    e->next = d->cache[h];
-    d->cache[h] = e;
-    d->ncache++;
+    /* Bounds are applied on read with the reader's policy; the entry goes
+     * for good after the largest bound any policy can set. */
+    e->hard_expiry = now + 86400;
+
+    pthread_mutex_lock(&cache_lock);
+    for (cache_entry **pp = &cache[h], *old; (old = *pp); pp = &old->next) {
+        if (strcmp(old->name, name) == 0) {
+            *pp = old->next;
+            free(old);
+            ncache--;
+            break;
+        }
+    }
+    if (ncache >= CACHE_MAX)
+        cache_clear_locked();   /* crude, and rare: a gate serves a short allowlist */
+    e->next = cache[h];
+    cache[h] = e;
+    ncache++;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+void sl_dns_render_pins(struct evbuffer *out, const sl_policy *p)
+{
+    long now = now_s();
+    json_t *list = json_array();
+    pthread_mutex_lock(&cache_lock);
+    for (size_t i = 0; i < CACHE_BUCKETS; i++) {
+        for (cache_entry *e = cache[i]; e; e = e->next) {
+            long left = e->inserted + clamp_ttl(e->ttl_s, p) - now;
+            if (left <= 0)
+                continue;
+            json_t *addrs = json_array();
+            char a[SL_ADDR_STRLEN];
+            for (size_t k = 0; k < e->n; k++)
+                json_array_append_new(addrs, json_string(sl_addr_format(&e->addrs[k], a, sizeof a)));
+            json_array_append_new(list, json_pack("{s:s, s:o, s:i, s:I}", "name", e->name, "addrs", addrs,
+                                                  "ttl_s", e->ttl_s, "expires_in_s", (json_int_t)left));
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    json_t *root = json_pack("{s:o}", "pins", list);
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    if (text) {
+        evbuffer_add(out, text, strlen(text));
+        evbuffer_add(out, "\n", 1);
+        free(text);
+    }
+    json_decref(root);
 }
 
 /* ---- queries and waiters ---- */
@@ -478,10 +527,8 @@ static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo 
     /* Cache with the policy of no one in particular: bounds are applied on
      * read with the reader's policy; the hard expiry uses the largest bound
      * any policy allows. */
-    if (a->status == SL_DNS_OK) {
-        static const sl_policy bounds = { .max_ttl_s = 86400 };
-        cache_put(q->dns, &bounds, q->name, a);
-    }
+    if (a->status == SL_DNS_OK)
+        cache_put(q->name, a);
     if (q->submitting) {
         /* Called back inside ares_getaddrinfo: hand over from the loop. */
         event_base_once(q->dns->base, -1, EV_TIMEOUT, deliver_deferred, q, &(struct timeval){ 0, 0 });
@@ -527,7 +574,7 @@ static channel *current_channel(sl_dns *d, const sl_policy *p)
 sl_dns_wait *sl_dns_resolve(sl_dns *d, const sl_policy *p, const char *name, sl_dns_cb cb,
                             void *arg, sl_dns_answer *now)
 {
-    if (cache_get(d, p, name, now))
+    if (cache_get(p, name, now))
         return NULL;
 
     sl_dns_wait *w = calloc(1, sizeof *w);

@@ -1,5 +1,6 @@
 /* Name resolution through c-ares on a worker's libevent loop, with a cache of
- * answers pinned for their TTL. The only file that includes ares.h.
+ * answers pinned for their TTL, shared by all workers. The only file that
+ * includes ares.h.
  *
  * Lookups ask A and AAAA, never consult /etc/hosts or search domains
  * (ARES_FLAG_NOSEARCH: a search domain could turn an allowed name into an
@@ -47,5 +48,10 @@ const char *sl_dns_version(void);
 sl_dns_wait *sl_dns_resolve(sl_dns *d, const sl_policy *p, const char *name, sl_dns_cb cb,
                             void *arg, sl_dns_answer *now);
 void sl_dns_cancel(sl_dns_wait *w);
+
+/* The pinned answers now in the cache, as JSON, with their expiry under
+ * policy p (for the admin endpoint's /pins). */
+struct evbuffer;
+void sl_dns_render_pins(struct evbuffer *out, const sl_policy *p);
 
 #endif

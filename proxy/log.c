@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "crypto.h"
+#include "metrics.h"
 
 /* Lines kept in memory while the file cannot be written. Past this, new
  * lines (only refusals can be made then: the gate admits no one) are
@@ -22,16 +23,22 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_fd = -1;
 static char *log_path;
-static dev_t log_dev;
-static ino_t log_ino;
 
-static char *buf;
-static size_t buf_len, buf_cap;
+/* Two buffers: `pending` holds line bodies not chained yet, one per '\n';
+ * `out` holds chained lines not written yet. Lines are chained only when
+ * `out` is empty, at write time, so that the first line written to a new
+ * file (after a reopen, or a deleted file created again) is the one that
+ * carries the continuation fields. */
+typedef struct buffer {
+    char *p;
+    size_t len, cap;
+} buffer;
+static buffer pending, out;
 
 static char stream[33];
 static unsigned long long seq;
 static char chain[65];
-static bool continues;          /* the next line starts a reopened file */
+static bool continues;          /* the next line chained starts a new file */
 static unsigned long long lost;
 
 static atomic_bool failing;
@@ -52,17 +59,17 @@ static int open_path(const char *path, char *err, size_t errcap)
     return fd;
 }
 
-static void remember_identity(void)
+/* A log file unlinked under us takes every later line with it. A renamed
+ * one (logrotate before its SIGUSR1) still keeps them: not a failure. */
+static bool file_deleted(void)
 {
     struct stat st;
-    if (log_fd >= 0 && fstat(log_fd, &st) == 0) {
-        log_dev = st.st_dev;
-        log_ino = st.st_ino;
-    }
+    return log_fd >= 0 && !is_stdout() && fstat(log_fd, &st) == 0 && st.st_nlink == 0;
 }
 
 static void set_failing(const char *why)
 {
+    sl_metrics_log_error();
     if (!atomic_load(&failing)) {
         snprintf(fail_why, sizeof fail_why, "%s", why);
         fprintf(stderr, "sluice: decision log unwritable: %s; refusing new clients (503) until it works\n", why);
@@ -77,12 +84,74 @@ static void set_ok(void)
     atomic_store(&failing, false);
 }
 
-/* Write the buffer out; on failure keep what was not written. */
-static void flush_locked(void)
+static bool reserve(buffer *b, size_t n)
+{
+    if (b->len + n <= b->cap)
+        return true;
+    if (b->len + n > BUF_MAX)
+        return false;
+    size_t cap = b->cap ? b->cap : 65536;
+    while (cap < b->len + n)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return false;
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+/* Give every pending body its stream/continuation fields, seq and chain. */
+static void chain_pending(void)
 {
     size_t off = 0;
-    while (log_fd >= 0 && off < buf_len) {
-        ssize_t n = write(log_fd, buf + off, buf_len - off);
+    while (off < pending.len) {
+        const char *body = pending.p + off;
+        const char *nl = memchr(body, '\n', pending.len - off);
+        size_t len = (size_t)(nl - body);
+        char extra[256], tail[96];
+        size_t elen = 0;
+        if (seq == 0)
+            elen = (size_t)snprintf(extra, sizeof extra, ",\"stream\":\"%s\"", stream);
+        else if (continues)
+            elen = (size_t)snprintf(extra, sizeof extra,
+                                    ",\"stream\":\"%s\",\"continues_seq\":%llu,\"continues_chain\":\"%s\"",
+                                    stream, seq, chain);
+        size_t tlen = (size_t)snprintf(tail, sizeof tail, ",\"seq\":%llu}", seq + 1);
+        if (!reserve(&out, len + elen + tlen + 80))
+            break;   /* out of memory: the rest stays pending */
+        char *line = out.p + out.len;
+        memcpy(line, body, len);
+        memcpy(line + len, extra, elen);
+        memcpy(line + len + elen, tail, tlen);
+        /* The chained text is the line without its chain field. */
+        size_t text_len = len + elen + tlen;
+        char next[65];
+        if (seq == 0)
+            sl_chain_next(stream, strlen(stream), line, text_len, next);
+        else
+            sl_chain_next(chain, 64, line, text_len, next);
+        int clen = snprintf(line + text_len - 1, 80, ",\"chain\":\"%s\"}\n", next);
+        out.len += text_len - 1 + (size_t)clen;
+        memcpy(chain, next, sizeof chain);
+        seq++;
+        continues = false;
+        off += len + 1;
+    }
+    if (off > 0) {
+        memmove(pending.p, pending.p + off, pending.len - off);
+        pending.len -= off;
+    }
+}
+
+/* Write what is buffered; on failure keep what was not written. */
+static void flush_locked(void)
+{
+    if (out.len == 0)
+        chain_pending();
+    size_t off = 0;
+    while (log_fd >= 0 && off < out.len) {
+        ssize_t n = write(log_fd, out.p + off, out.len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -93,73 +162,34 @@ static void flush_locked(void)
             break;
         }
         off += (size_t)n;
+        if (off == out.len && pending.len > 0) {
+            /* everything chained is out: chain and write the rest */
+            out.len = 0;
+            off = 0;
+            chain_pending();
+        }
     }
     if (off > 0) {
-        memmove(buf, buf + off, buf_len - off);
-        buf_len -= off;
+        memmove(out.p, out.p + off, out.len - off);
+        out.len -= off;
     }
-    if (buf_len == 0 && log_fd >= 0 && atomic_load(&failing)) {
-        /* Writes work again; but a removed file is still failing. */
-        struct stat st;
-        if (is_stdout() || (stat(log_path, &st) == 0 && st.st_ino == log_ino && st.st_dev == log_dev))
-            set_ok();
-    }
-}
-
-static bool reserve(size_t n)
-{
-    if (buf_len + n <= buf_cap)
-        return true;
-    if (buf_len + n > BUF_MAX)
-        return false;
-    size_t cap = buf_cap ? buf_cap : 65536;
-    while (cap < buf_len + n)
-        cap *= 2;
-    char *b = realloc(buf, cap);
-    if (!b)
-        return false;
-    buf = b;
-    buf_cap = cap;
-    return true;
+    if (out.len == 0 && pending.len == 0 && log_fd >= 0 && atomic_load(&failing) && !file_deleted())
+        set_ok();   /* writes work again */
 }
 
 void sl_log_line(const char *body, size_t len, bool sync)
 {
-    char extra[256], tail[96];
     pthread_mutex_lock(&lock);
-    size_t elen = 0;
-    if (seq == 0)
-        elen = (size_t)snprintf(extra, sizeof extra, ",\"stream\":\"%s\"", stream);
-    else if (continues)
-        elen = (size_t)snprintf(extra, sizeof extra,
-                                ",\"stream\":\"%s\",\"continues_seq\":%llu,\"continues_chain\":\"%s\"",
-                                stream, seq, chain);
-    int tlen = snprintf(tail, sizeof tail, ",\"seq\":%llu}", seq + 1);
-    /* The chained text is the line without its chain field. */
-    size_t need = len + elen + (size_t)tlen + 80;
-    if (!reserve(need)) {
+    if (!reserve(&pending, len + 1)) {
         if (lost++ == 0)
             fprintf(stderr, "sluice: decision log buffer full while the log fails; lines are being lost\n");
         pthread_mutex_unlock(&lock);
         return;
     }
-    char *line = buf + buf_len;
-    memcpy(line, body, len);
-    memcpy(line + len, extra, elen);
-    memcpy(line + len + elen, tail, (size_t)tlen);
-    size_t text_len = len + elen + (size_t)tlen;
-    char next[65];
-    if (seq == 0)
-        sl_chain_next(stream, strlen(stream), line, text_len, next);
-    else
-        sl_chain_next(chain, 64, line, text_len, next);
-    /* Replace the closing brace with the chain field. */
-    int clen = snprintf(line + text_len - 1, 80, ",\"chain\":\"%s\"}\n", next);
-    buf_len += text_len - 1 + (size_t)clen;
-    memcpy(chain, next, sizeof chain);
-    seq++;
-    continues = false;
-    if (sync || buf_len >= 65536)
+    memcpy(pending.p + pending.len, body, len);
+    pending.p[pending.len + len] = '\n';
+    pending.len += len + 1;
+    if (sync || pending.len >= 65536)
         flush_locked();
     pthread_mutex_unlock(&lock);
 }
@@ -173,7 +203,6 @@ bool sl_log_open(const char *path, char *err, size_t errcap)
     log_fd = fd;
     free(log_path);
     log_path = strdup(path);
-    remember_identity();
     sl_random_hex(stream, 16);
     seq = 0;
     pthread_mutex_unlock(&lock);
@@ -183,12 +212,9 @@ bool sl_log_open(const char *path, char *err, size_t errcap)
 bool sl_log_reopen(const char *path, char *err, size_t errcap)
 {
     int fd = open_path(path, err, errcap);
+    if (fd < 0)
+        return false;   /* the old file still takes the lines */
     pthread_mutex_lock(&lock);
-    if (fd < 0) {
-        set_failing(err);
-        pthread_mutex_unlock(&lock);
-        return false;
-    }
     flush_locked();   /* what the old file can still take */
     if (log_fd >= 0 && !is_stdout())
         close(log_fd);
@@ -197,9 +223,7 @@ bool sl_log_reopen(const char *path, char *err, size_t errcap)
         free(log_path);
         log_path = strdup(path);
     }
-    remember_identity();
-    /* Lines still buffered were chained before the reopen; the marker goes
-     * on the first line chained after it, which follows them. */
+    /* The first line chained from now on opens the new file. */
     if (seq > 0)
         continues = true;
     flush_locked();
@@ -210,20 +234,18 @@ bool sl_log_reopen(const char *path, char *err, size_t errcap)
 void sl_log_tick(void)
 {
     pthread_mutex_lock(&lock);
-    if (log_fd >= 0 && !is_stdout() && log_path) {
-        struct stat st;
-        if (stat(log_path, &st) != 0 || st.st_ino != log_ino || st.st_dev != log_dev) {
-            /* Removed or replaced under us: what we write would vanish.
-             * Fail closed, and try to create it again. */
+    if (log_path && file_deleted()) {
+        /* Removed under us: what we write would vanish. Fail closed, and
+         * create it again (its first line names where the chain was). */
+        {
             char why[300], err[300];
-            snprintf(why, sizeof why, "%s was removed or replaced", log_path);
+            snprintf(why, sizeof why, "%s was deleted", log_path);
             set_failing(why);
             int fd = open_path(log_path, err, sizeof err);
             if (fd >= 0) {
                 close(log_fd);
                 log_fd = fd;
-                remember_identity();
-                if (seq > 0)
+                            if (seq > 0)
                     continues = true;
             }
         }
@@ -248,27 +270,28 @@ void sl_log_close(void)
 {
     pthread_mutex_lock(&lock);
     flush_locked();
-    if (buf_len > 0)
-        fprintf(stderr, "sluice: %zu bytes of decision log could not be written at exit\n", buf_len);
+    if (out.len + pending.len > 0)
+        fprintf(stderr, "sluice: %zu bytes of decision log could not be written at exit\n", out.len + pending.len);
     if (lost > 0)
         fprintf(stderr, "sluice: %llu decision log lines were lost while the log failed\n", lost);
     if (log_fd >= 0 && !is_stdout())
         close(log_fd);
     log_fd = -1;
-    free(buf);
-    buf = NULL;
-    buf_len = buf_cap = 0;
+    free(pending.p);
+    free(out.p);
+    memset(&pending, 0, sizeof pending);
+    memset(&out, 0, sizeof out);
     free(log_path);
     log_path = NULL;
     pthread_mutex_unlock(&lock);
 }
 
-void sl_log_timestamp(char *out, size_t cap)
+void sl_log_timestamp(char *dst, size_t cap)
 {
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
-    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+    snprintf(dst, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
 }

@@ -15,7 +15,9 @@
 #include "config.h"
 #include "crypto.h"
 #include "dns.h"
+#include "admin.h"
 #include "log.h"
+#include "metrics.h"
 #include "worker.h"
 
 #define SLUICE_VERSION "0.1.0"
@@ -141,6 +143,7 @@ static void reload(void)
     sl_policy *p = sl_policy_load(&g_opts, report_stderr, "sluice: reload failed: ");
     if (!p) {
         fprintf(stderr, "sluice: reload failed; keeping the old policy\n");
+        sl_metrics_reload(false);
         return;
     }
     sl_policy *old = sl_shared_policy();
@@ -150,6 +153,7 @@ static void reload(void)
         char err[400];
         if (!sl_log_reopen(p->log_path, err, sizeof err)) {
             fprintf(stderr, "sluice: reload failed: %s; keeping the old policy\n", err);
+            sl_metrics_reload(false);
             sl_policy_unref(p);
             sl_policy_unref(old);
             return;
@@ -161,10 +165,13 @@ static void reload(void)
     pthread_mutex_unlock(&g_shared.lock);
     sl_policy_unref(prev);
     sl_policy_unref(old);
+    sl_metrics_reload(true);
     fprintf(stderr, "sluice: reloaded policy (%zu allowlist entries)\n", sl_allowlist_count(p->allow));
 }
 
 static void start_drain(void);
+static void on_grace(evutil_socket_t fd, short what, void *arg);
+static bool draining;
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -178,9 +185,12 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         if (!sl_log_reopen(p->log_path, err, sizeof err))
             fprintf(stderr, "sluice: %s\n", err);
         sl_policy_unref(p);
-    } else {
+    } else if (!draining) {
         fprintf(stderr, "sluice: %s: draining\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         start_drain();
+    } else {
+        fprintf(stderr, "sluice: %s again: not waiting for the grace period\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        on_grace(-1, 0, NULL);
     }
 }
 
@@ -191,7 +201,6 @@ static unsigned long idle_accepts;
 /* Shutdown: workers stop accepting and finish what is open; the main loop
  * keeps flushing the log until they are done or the grace runs out. */
 static atomic_int workers_running;
-static bool draining;
 static struct event *grace_timer;
 
 static void on_grace(evutil_socket_t fd, short what, void *arg)
@@ -211,6 +220,7 @@ static void start_drain(void)
     if (draining)
         return;
     draining = true;
+    sl_admin_set_draining();
     sl_policy *p = sl_shared_policy();
     int grace = p->shutdown_grace_ms;
     sl_policy_unref(p);
@@ -312,6 +322,7 @@ static bool bind_all(const sl_policy *p, int nworkers, char *err, size_t errcap)
 static int cmd_run(void)
 {
     char err[400];
+    bool rc_admin_failed = false;
     sl_policy *p = sl_policy_load(&g_opts, report_stderr, "sluice: ");
     if (!p)
         return 2;
@@ -371,8 +382,11 @@ static int cmd_run(void)
 
     if (sl_allowlist_count(p->allow) == 0)
         fprintf(stderr, "sluice: the allowlist is empty: every request will be denied\n");
-    if (p->admin_listen)
-        fprintf(stderr, "sluice: note: [admin] listen is not served by this version\n");
+    if (p->admin_listen && !sl_admin_start(g_main, p->admin_listen, err, sizeof err)) {
+        fprintf(stderr, "sluice: %s\n", err);
+        start_drain();
+        rc_admin_failed = true;
+    }
     for (size_t i = 0; i < g_shared.nbound; i++) {
         char as[SL_ADDR_STRLEN];
         const sl_bound *b = &g_shared.bound[i];
@@ -388,6 +402,7 @@ static int cmd_run(void)
 
     for (int i = 0; i < g_nworkers; i++)
         pthread_join(g_workers[i].thread, NULL);
+    sl_admin_stop();
     if (grace_timer)
         event_free(grace_timer);
     for (int i = 0; i < 4; i++)
@@ -395,7 +410,7 @@ static int cmd_run(void)
     event_free(idle);
     event_free(log_tick);
     event_base_free(g_main);
-    rc = 0;
+    rc = rc_admin_failed ? 1 : 0;
     fprintf(stderr, "sluice: stopped\n");
 out:
     for (int i = 0; g_workers && i < g_nworkers; i++)

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "conn.h"
+#include "metrics.h"
 #include "reply.h"
 #include "tls_sni.h"
 
@@ -59,6 +60,7 @@ void relay_drained(conn *c, bool to_client)
 static void begin_relay(conn *c)
 {
     conn_set_state(c, CS_TUNNEL);
+    sl_metrics_tunnel(+1);
     conn_touch(c);
     conn_timer(c, c->pol->idle_ms);
     bufferevent_enable(c->cli, EV_READ);

@@ -109,3 +109,36 @@ def test_unwritable_log_fails_closed_then_resumes_without_losing_lines(sluice, s
     seqs = [l["seq"] for l in lines]
     assert seqs == list(range(1, len(seqs) + 1)), "the log has a gap or a repeat"
     assert any(l.get("reason") == "log_unavailable" for l in lines)
+
+
+def test_a_renamed_log_keeps_its_lines_until_sigusr1(sluice):
+    # logrotate renames first and signals later: the renamed file still
+    # takes the lines, so nothing is refused meanwhile.
+    s = sluice(allow=STANDARD_ALLOW)
+    _tunnel(s.port)
+    rotated = s.log_path.with_suffix(".1")
+    s.log_path.rename(rotated)
+    for _ in range(5):
+        resp, conn, ok = _tunnel(s.port)
+        assert ok, resp
+        time.sleep(0.05)
+    assert "unwritable" not in s.stderr
+    s.stop()
+    assert len(rotated.read_text().splitlines()) >= 12   # 6 decisions + 6 closes
+
+
+def test_a_deleted_log_fails_closed_and_is_created_again(sluice):
+    s = sluice(allow=STANDARD_ALLOW)
+    _tunnel(s.port)
+    s.wait_count(lambda l: l["event"] == "close", 1)   # on disk before the file goes
+    s.log_path.unlink()
+    s.wait_stderr(r"decision log unwritable: .* was deleted")
+    deadline = time.monotonic() + 10
+    while not s.log_path.exists():
+        assert time.monotonic() < deadline, "the log was not created again"
+        time.sleep(0.05)
+    resp, conn, ok = _tunnel(s.port)
+    assert ok, resp
+    s.stop()
+    first = s.log_lines(complete=True)[0]
+    assert "continues_seq" in first and "continues_chain" in first, first

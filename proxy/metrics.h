@@ -1,0 +1,22 @@
+/* Counters for the admin endpoint's /metrics, shared by all workers
+ * (relaxed atomics: a counter is read, never used to synchronise). */
+#ifndef SLUICE_METRICS_H
+#define SLUICE_METRICS_H
+
+#include <stdbool.h>
+
+struct evbuffer;
+
+void sl_metrics_decision(bool allow, const char *reason);
+void sl_metrics_bytes(unsigned long long up, unsigned long long down);
+void sl_metrics_tunnel(int delta);            /* +1 when a tunnel opens, -1 when it ends */
+void sl_metrics_dns_ms(double ms);
+void sl_metrics_connect_ms(double ms);
+void sl_metrics_reload(bool ok);
+void sl_metrics_log_error(void);
+
+/* Prometheus text exposition format 0.0.4. `clients` is the gauge of open
+ * client connections, `log_failing` whether the log is failing now. */
+void sl_metrics_render(struct evbuffer *out, int clients, bool log_failing);
+
+#endif
