@@ -18,6 +18,7 @@
 #include "admin.h"
 #include "log.h"
 #include "metrics.h"
+#include "notify.h"
 #include "worker.h"
 
 #define SLUICE_VERSION "0.1.0"
@@ -128,6 +129,8 @@ static worker *g_workers;
 static int g_nworkers;
 static struct event_base *g_main;
 
+static void reload_policy(void);
+
 static bool same_listen(const sl_policy *a, const sl_policy *b)
 {
     if (a->nlisten != b->nlisten)
@@ -139,6 +142,13 @@ static bool same_listen(const sl_policy *a, const sl_policy *b)
 }
 
 static void reload(void)
+{
+    sl_notify("RELOADING=1");
+    reload_policy();
+    sl_notify("READY=1");
+}
+
+static void reload_policy(void)
 {
     sl_policy *p = sl_policy_load(&g_opts, report_stderr, "sluice: reload failed: ");
     if (!p) {
@@ -220,6 +230,7 @@ static void start_drain(void)
     if (draining)
         return;
     draining = true;
+    sl_notify("STOPPING=1");
     sl_admin_set_draining();
     sl_policy *p = sl_shared_policy();
     int grace = p->shutdown_grace_ms;
@@ -397,6 +408,12 @@ static int cmd_run(void)
     }
     fprintf(stderr, "sluice: %d worker%s, %zu allowlist entries, log %s\n", g_nworkers,
             g_nworkers == 1 ? "" : "s", sl_allowlist_count(p->allow), p->log_path);
+    {
+        char st[200], as[SL_ADDR_STRLEN];
+        sl_addr_format(&g_shared.bound[0].addr, as, sizeof as);
+        snprintf(st, sizeof st, "READY=1\nSTATUS=listening on %s port %d", as, g_shared.bound[0].port);
+        sl_notify(st);
+    }
 
     event_base_dispatch(g_main);
 
