@@ -9,7 +9,7 @@
 # (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests).
 
 CC      ?= gcc
-PKGS    := libevent_core libevent_extra libevent_pthreads libcares inih libidn2 libpsl jansson
+PKGS    := libevent_core libevent_extra libevent_pthreads libcares inih libidn2 libpsl jansson yaml-0.1 zlib expat
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iallowlist -Iproxy \
@@ -20,7 +20,7 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 
 # Debian packages: build, unit tests, end-to-end tests.
 DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
-            libidn2-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev libcmocka-dev \
+            libidn2-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev zlib1g-dev libexpat1-dev libcmocka-dev \
             python3 python3-pytest python3-prometheus-client dnsmasq-base iproute2 util-linux curl openssl
 
 LIB_SRC  := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))

@@ -997,8 +997,9 @@ static const err_case err_cases[] = {
     /* admin */
     { "admin missing port", "[admin]\nlisten = 127.0.0.1\n", NULL, NULL, false, 1,
       { { 2, "admin listen: '127.0.0.1': a port is required", NULL } } },
-    { "admin port 0", "[admin]\nlisten = 127.0.0.1:0\n", NULL, NULL, false, 1,
-      { { 2, "admin listen: '127.0.0.1:0': bad port", NULL } } },
+    /* admin port 0 is allowed (the kernel picks; sluice prints it) */
+    { "admin same as proxy listen", "[proxy]\nlisten = 127.0.0.1:3128\n[admin]\nlisten = 127.0.0.1:3128\n", NULL, NULL, false, 1,
+      { { 4, "admin listen 127.0.0.1:3128 is also a proxy listen address", NULL } } },
     { "admin host name", "[admin]\nlisten = localhost:9090\n", NULL, NULL, false, 1,
       { { 2, "admin listen: 'localhost:9090' is not an IP address", NULL } } },
     /* syntax */
