@@ -31,7 +31,7 @@ OBJ      := $(LIB_SRC:%.c=build/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/san/tests/%)
 
-.PHONY: all deps run test unit e2e clean san
+.PHONY: all deps run test unit lockfiles e2e clean san
 .DELETE_ON_ERROR:
 
 all: build/sluice
@@ -85,11 +85,16 @@ run: deps
 test: deps
 	$(MAKE) san
 	$(MAKE) unit
+	$(MAKE) lockfiles
 	$(MAKE) e2e
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $$t; done
+
+# allow-from-lockfile against every fixture under tests/lockfiles/, offline.
+lockfiles: build/san/sluice
+	SLUICE_BIN=$(CURDIR)/build/san/sluice unshare --net -- /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/lockfiles $(PYTEST_ARGS)
 
 e2e: build/san/sluice
 	SLUICE_BIN=$(CURDIR)/build/san/sluice unshare --net --mount -- /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e $(PYTEST_ARGS)

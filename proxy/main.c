@@ -16,6 +16,8 @@
 #include "crypto.h"
 #include "dns.h"
 #include "admin.h"
+#include "audit.h"
+#include "cmd_lockfile.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -29,6 +31,10 @@ static const char usage[] =
     "commands:\n"
     "  run      run the gate in the foreground\n"
     "  check    load config and allowlists, print the effective policy\n"
+    "  allow-from-lockfile [-o FILE] [--format text|json] PATH...\n"
+    "           print the allowlist a locked install of PATH's dependencies needs\n"
+    "  audit [--summary|--denied|--suggest|--verify] [--json] [--follow] LOG...\n"
+    "           read decision logs ('-' is standard input; gzip'd logs too)\n"
     "  version  print versions of sluice and its libraries\n"
     "\n"
     "options for run and check:\n"
@@ -475,6 +481,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return cmd_version();
+    if (!strcmp(cmd, "audit"))
+        return sl_cmd_audit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "allow-from-lockfile"))
+        return sl_cmd_allow_from_lockfile(argc - 1, argv + 1);
     if (strcmp(cmd, "run") && strcmp(cmd, "check")) {
         fprintf(stderr, "sluice: unknown command '%s'\n\n%s", cmd, usage);
         return 2;

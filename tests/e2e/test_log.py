@@ -93,7 +93,6 @@ def test_after_a_log_reopen_the_first_line_names_the_seq_and_chain_it_continues_
         f"first line after reopen does not name seq {old[-1]['seq']} and chain {old[-1]['chain']}: {first}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 4: `sluice audit` is not wired in yet")
 def test_audit_verify_accepts_the_log_and_names_a_tampered_line(sluice, sluice_bin, tmp_path):
     s = sluice(allow=STANDARD_ALLOW)
     _some_traffic(s)

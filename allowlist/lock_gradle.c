@@ -1,0 +1,1508 @@
+/* Gradle: gradle.lockfile, settings.gradle(.kts), build.gradle(.kts) and the
+ * wrapper's properties.
+ *
+ * gradle.lockfile records coordinates, not repositories; the repositories
+ * come from the build scripts. Groovy and Kotlin DSL scripts are programs,
+ * and we do not evaluate them: a small tokenizer (strings with their
+ * templates, comments, parentheses and braces) finds the blocks by name and
+ * reads the few statements that name repositories:
+ *
+ *   repositories { mavenCentral() google() gradlePluginPortal() jcenter()
+ *                  maven { url = uri("…") }  maven { url '…' }  maven("…")
+ *                  ivy { url … }  mavenLocal()  flatDir { … } }
+ *
+ * A repositories block is classified by the blocks around it:
+ * pluginManagement (plugin resolution), buildscript (the script classpath),
+ * dependencyResolutionManagement (every project's dependencies), publishing
+ * (publish-only, LOCKFILES.md R3: nothing), anything else (the project's
+ * dependencies; allprojects/subprojects: every project's).
+ *
+ * Config alone adds nothing (R4): plugin repositories count when a plugins
+ * block requests a plugin that is not built into Gradle (the default is
+ * gradlePluginPortal(), applied only in the root of a build, where the
+ * settings or the wrapper is); buildscript repositories when a classpath
+ * dependency is declared; dependency repositories when the project declares
+ * a dependency that is not a project or file dependency, or its
+ * gradle.lockfile locks one. A project that declares its own repositories
+ * does not use the settings' ones unless repositoriesMode is PREFER_SETTINGS
+ * or FAIL_ON_PROJECT_REPOS (then only the settings' ones count). Projects
+ * named by `include` in the settings are read from their directories.
+ *
+ * A repository URL is a string literal, uri("…") of one, or a template
+ * whose parts come from the project's gradle.properties; a URL under
+ * rootDir/projectDir/layout/file(…) is local (R5). Anything else (getenv,
+ * providers, properties set in code) is known only when Gradle runs: when
+ * the host depends on it the script is refused with FILE:LINE.
+ *
+ * Not modelled: code the tokenizer cannot see through (repositories added in
+ * loops, functions, buildSrc or convention plugins, init scripts,
+ * ~/.gradle/gradle.properties), Groovy paren-less calls spread over lines
+ * in unusual ways, custom projectDir of included projects, included builds
+ * (includeBuild: their own settings), version catalogs' plugin ids (any
+ * alias() counts as a non-core plugin), content filters (a filtered
+ * repository is still contacted), the old gradle/dependency-locks/
+ * directory, and toolchain downloads (foojay, LOCKFILES.md §4). */
+#include "lockfile.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_TOKENS 2000000
+#define MAX_NESTING 256          /* open ( and { at once */
+#define MAX_LEX_DEPTH 32         /* strings inside templates inside strings */
+#define MAX_PROJECTS 256
+#define MAX_DECLS 1024
+#define UNKNOWN '\x01'           /* text known only when Gradle runs */
+
+/* ---- Tokens ---- */
+
+typedef enum tkind { T_IDENT, T_STRING, T_NUM, T_PUNCT } tkind;
+
+typedef enum squote {
+    Q_SINGLE,        /* '…' or '''…''' (Groovy), a char literal (Kotlin): no templates */
+    Q_DOUBLE,        /* "…" / """…""" (Groovy GString, Kotlin): $templates, escapes */
+    Q_RAW,           /* """…""" in Kotlin: $templates, no escapes */
+    Q_SLASHY,        /* /…/ and $/…/$ (Groovy): $templates, only \/ escaped */
+} squote;
+
+typedef struct tok {
+    tkind kind;
+    squote quote;
+    const char *s;   /* ident text, string content, punctuation char */
+    size_t n;
+    int line;
+    int frame;       /* innermost brace block containing the token */
+    int pdepth;      /* parentheses open within that block */
+    int match;       /* for ( ) { }: the matching token */
+    int child;       /* for {: the block it opens */
+} tok;
+
+typedef struct frame {
+    int name;        /* token naming the block (`repositories {`, `maven("x") {`), or -1 */
+    int qual;        /* `buildscript.repositories {`: the token before the dot, or -1 */
+    int parent;      /* -1 for the script's top level */
+    int open;        /* token index of {, -1 for the top level */
+} frame;
+
+typedef struct script {
+    const char *path;
+    const char *data;
+    size_t len;
+    bool kts;
+    bool settings;
+    int proj;        /* index into the analysis' projects */
+    tok *t;
+    size_t nt, cap;
+    frame *f;
+    size_t nf, fcap;
+} script;
+
+typedef struct lexer {
+    script *sc;
+    const char *p, *e;
+    int line;
+    bool prev_value;  /* the last token ends a value (for Groovy's / ambiguity) */
+    int depth;
+    sl_lockerr *err;
+} lexer;
+
+/* Grow an array to hold n + 1 elements, at most max. */
+static bool grow(void **p, size_t *cap, size_t n, size_t elem, size_t max)
+{
+    if (n < *cap)
+        return true;
+    if (n >= max)
+        return false;
+    size_t nc = *cap ? *cap * 2 : 8;
+    if (nc > max)
+        nc = max;
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+static bool lex_fail(lexer *lx, int line, const char *msg)
+{
+    sl_lockerr_set(lx->err, lx->sc->path, line, "%s", msg);
+    return false;
+}
+
+static bool ident_start(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$';
+}
+
+static bool ident_char(char c)
+{
+    return ident_start(c) || (c >= '0' && c <= '9');
+}
+
+static bool skip_space(lexer *lx)
+{
+    while (lx->p < lx->e) {
+        char c = *lx->p;
+        if (c == '\n') {
+            lx->line++;
+            lx->p++;
+        } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f') {
+            lx->p++;
+        } else if (c == '/' && lx->p + 1 < lx->e && lx->p[1] == '/') {
+            while (lx->p < lx->e && *lx->p != '\n')
+                lx->p++;
+        } else if (c == '/' && lx->p + 1 < lx->e && lx->p[1] == '*') {
+            /* Kotlin block comments nest; Groovy's do not. */
+            int start = lx->line, level = 0;
+            do {
+                if (lx->p + 1 < lx->e && lx->p[0] == '/' && lx->p[1] == '*') {
+                    level++;
+                    lx->p += 2;
+                } else if (lx->p + 1 < lx->e && lx->p[0] == '*' && lx->p[1] == '/') {
+                    level--;
+                    lx->p += 2;
+                } else {
+                    if (*lx->p == '\n')
+                        lx->line++;
+                    lx->p++;
+                }
+                if (!lx->sc->kts && level > 1)
+                    level = 1;
+            } while (level > 0 && lx->p < lx->e);
+            if (level > 0)
+                return lex_fail(lx, start, "unterminated comment");
+        } else {
+            break;
+        }
+    }
+    return true;
+}
+
+static bool lex_token(lexer *lx, tok *t, bool keep);
+
+/* A ${…} template: code up to the matching brace, lexed only to find it. */
+static bool skip_template(lexer *lx, int start)
+{
+    if (++lx->depth > MAX_LEX_DEPTH)
+        return lex_fail(lx, start, "templates nested too deeply");
+    int level = 1;
+    bool saved = lx->prev_value;
+    lx->prev_value = false;
+    while (level > 0) {
+        if (!skip_space(lx))
+            return false;
+        if (lx->p >= lx->e)
+            return lex_fail(lx, start, "unterminated ${ template in a string");
+        tok t;
+        if (!lex_token(lx, &t, false))
+            return false;
+        if (t.kind == T_PUNCT && t.s[0] == '{')
+            level++;
+        else if (t.kind == T_PUNCT && t.s[0] == '}')
+            level--;
+    }
+    lx->prev_value = saved;
+    lx->depth--;
+    return true;
+}
+
+/* A string; lx->p is at its first content byte. `close` is the closing
+ * delimiter. Templates are skipped over (their text stays in the content
+ * and is read again when the string is evaluated). */
+static bool lex_string(lexer *lx, tok *t, squote q, const char *close, bool multiline)
+{
+    size_t cl = strlen(close);
+    int start = lx->line;
+    t->kind = T_STRING;
+    t->quote = q;
+    t->s = lx->p;
+    while (lx->p < lx->e) {
+        char c = *lx->p;
+        if ((size_t)(lx->e - lx->p) >= cl && memcmp(lx->p, close, cl) == 0 &&
+            !(q == Q_SLASHY && cl == 2 && lx->p > t->s && lx->p[-1] == '$')) {
+            t->n = (size_t)(lx->p - t->s);
+            lx->p += cl;
+            return true;
+        }
+        if (c == '\n') {
+            if (!multiline)
+                return lex_fail(lx, start, "unterminated string");
+            lx->line++;
+            lx->p++;
+        } else if (c == '\\' && q != Q_RAW && lx->p + 1 < lx->e) {
+            if (lx->p[1] == '\n') {
+                if (!multiline && q != Q_SLASHY)
+                    return lex_fail(lx, start, "unterminated string");
+                lx->line++;
+            }
+            lx->p += 2;
+        } else if (c == '$' && q != Q_SINGLE && lx->p + 1 < lx->e && lx->p[1] == '{') {
+            lx->p += 2;
+            if (!skip_template(lx, lx->line))
+                return false;
+        } else {
+            lx->p++;
+        }
+    }
+    return lex_fail(lx, start, "unterminated string");
+}
+
+static bool lex_token(lexer *lx, tok *t, bool keep)
+{
+    (void)keep;
+    memset(t, 0, sizeof *t);
+    t->line = lx->line;
+    t->match = t->child = -1;
+    const char *p = lx->p;
+    size_t left = (size_t)(lx->e - p);
+    char c = *p;
+    bool groovy = !lx->sc->kts;
+    if (left >= 3 && memcmp(p, "\"\"\"", 3) == 0) {
+        lx->p += 3;
+        if (!lex_string(lx, t, groovy ? Q_DOUBLE : Q_RAW, "\"\"\"", true))
+            return false;
+    } else if (groovy && left >= 3 && memcmp(p, "'''", 3) == 0) {
+        lx->p += 3;
+        if (!lex_string(lx, t, Q_SINGLE, "'''", true))
+            return false;
+    } else if (c == '"') {
+        lx->p++;
+        if (!lex_string(lx, t, Q_DOUBLE, "\"", false))
+            return false;
+    } else if (c == '\'') {
+        lx->p++;
+        if (!lex_string(lx, t, Q_SINGLE, "'", false))
+            return false;
+    } else if (groovy && left >= 2 && p[0] == '$' && p[1] == '/') {
+        lx->p += 2;
+        if (!lex_string(lx, t, Q_SLASHY, "/$", true))
+            return false;
+    } else if (groovy && c == '/' && !lx->prev_value) {
+        lx->p++;
+        if (!lex_string(lx, t, Q_SLASHY, "/", true))
+            return false;
+    } else if (c == '`' && lx->sc->kts) {
+        /* Kotlin: `kotlin-dsl` is an identifier. */
+        const char *q = memchr(p + 1, '`', left - 1);
+        const char *nl = memchr(p + 1, '\n', left - 1);
+        if (!q || (nl && nl < q))
+            return lex_fail(lx, lx->line, "unterminated `identifier`");
+        t->kind = T_IDENT;
+        t->s = p + 1;
+        t->n = (size_t)(q - p - 1);
+        lx->p = q + 1;
+    } else if (ident_start(c)) {
+        const char *q = p;
+        while (q < lx->e && ident_char(*q))
+            q++;
+        t->kind = T_IDENT;
+        t->s = p;
+        t->n = (size_t)(q - p);
+        lx->p = q;
+    } else if (c >= '0' && c <= '9') {
+        const char *q = p;
+        while (q < lx->e && (ident_char(*q) || (*q == '.' && q + 1 < lx->e && q[1] >= '0' &&
+                                                 q[1] <= '9')))
+            q++;
+        t->kind = T_NUM;
+        t->s = p;
+        t->n = (size_t)(q - p);
+        lx->p = q;
+    } else {
+        t->kind = T_PUNCT;
+        t->s = p;
+        t->n = 1;
+        lx->p++;
+    }
+    lx->prev_value = t->kind != T_PUNCT || c == ')' || c == ']';
+    return true;
+}
+
+static bool lex_script(script *sc, sl_lockerr *err)
+{
+    lexer lx = {.sc = sc, .p = sc->data, .e = sc->data + sc->len, .line = 1, .err = err};
+    /* A #! line is allowed at the top of a Groovy script. */
+    if (sc->len >= 2 && sc->data[0] == '#' && sc->data[1] == '!')
+        while (lx.p < lx.e && *lx.p != '\n')
+            lx.p++;
+    for (;;) {
+        if (!skip_space(&lx))
+            return false;
+        if (lx.p >= lx.e)
+            return true;
+        if (sc->nt == sc->cap) {
+            if (sc->cap >= MAX_TOKENS)
+                return lex_fail(&lx, lx.line, "script too large");
+            size_t cap = sc->cap ? sc->cap * 2 : 256;
+            tok *nt = realloc(sc->t, cap * sizeof *nt);
+            if (!nt)
+                return lex_fail(&lx, lx.line, "out of memory");
+            sc->t = nt;
+            sc->cap = cap;
+        }
+        if (!lex_token(&lx, &sc->t[sc->nt], true))
+            return false;
+        sc->nt++;
+    }
+}
+
+static bool is_punct(const tok *t, char c)
+{
+    return t->kind == T_PUNCT && t->s[0] == c;
+}
+
+static bool is_ident(const tok *t, const char *name)
+{
+    return t->kind == T_IDENT && t->n == strlen(name) && memcmp(t->s, name, t->n) == 0;
+}
+
+/* Blocks: match ( ) and { }, give every token its block. */
+static bool structure(script *sc, sl_lockerr *err)
+{
+    int stack[MAX_NESTING];
+    int pdepth[MAX_NESTING + 1];
+    int sp = 0;
+    sc->fcap = 16;
+    sc->f = malloc(sc->fcap * sizeof *sc->f);
+    if (!sc->f) {
+        sl_lockerr_set(err, sc->path, 0, "out of memory");
+        return false;
+    }
+    sc->f[0] = (frame){.name = -1, .qual = -1, .parent = -1, .open = -1};
+    sc->nf = 1;
+    int cur = 0;
+    pdepth[0] = 0;
+    for (size_t i = 0; i < sc->nt; i++) {
+        tok *t = &sc->t[i];
+        t->frame = cur;
+        t->pdepth = pdepth[sp];
+        if (t->kind != T_PUNCT)
+            continue;
+        char c = t->s[0];
+        if (c == '(' || c == '{') {
+            if (sp == MAX_NESTING) {
+                sl_lockerr_set(err, sc->path, t->line, "nested too deeply");
+                return false;
+            }
+            stack[sp++] = (int)i;
+            if (c == '(') {
+                pdepth[sp] = pdepth[sp - 1] + 1;
+                continue;
+            }
+            if (sc->nf == sc->fcap) {
+                frame *nf = realloc(sc->f, sc->fcap * 2 * sizeof *nf);
+                if (!nf) {
+                    sl_lockerr_set(err, sc->path, t->line, "out of memory");
+                    return false;
+                }
+                sc->f = nf;
+                sc->fcap *= 2;
+            }
+            frame *f = &sc->f[sc->nf];
+            *f = (frame){.name = -1, .qual = -1, .parent = cur, .open = (int)i};
+            int at = (int)i - 1;
+            if (at >= 0 && is_punct(&sc->t[at], ')') && sc->t[at].match >= 0)
+                at = sc->t[at].match - 1;    /* maven("…") { */
+            if (at >= 0 && sc->t[at].kind == T_IDENT) {
+                f->name = at;
+                if (at >= 2 && is_punct(&sc->t[at - 1], '.') && sc->t[at - 2].kind == T_IDENT)
+                    f->qual = at - 2;
+            }
+            t->child = (int)sc->nf;
+            cur = (int)sc->nf++;
+            pdepth[sp] = 0;
+        } else if (c == ')' || c == '}') {
+            char want = c == ')' ? '(' : '{';
+            if (sp == 0 || sc->t[stack[sp - 1]].s[0] != want) {
+                sl_lockerr_set(err, sc->path, t->line, "unbalanced '%c'", c);
+                return false;
+            }
+            int o = stack[--sp];
+            t->match = o;
+            sc->t[o].match = (int)i;
+            if (c == '}') {
+                cur = sc->f[cur].parent;
+                t->frame = cur;
+            }
+            t->pdepth = pdepth[sp];
+        }
+    }
+    if (sp > 0) {
+        const tok *o = &sc->t[stack[sp - 1]];
+        sl_lockerr_set(err, sc->path, o->line, "'%c' is never closed", o->s[0]);
+        return false;
+    }
+    return true;
+}
+
+static bool tok_is_name(const script *sc, int ti, const char *name)
+{
+    return ti >= 0 && is_ident(&sc->t[ti], name);
+}
+
+/* Whether block f or one around it is named `name` (as `name {` or as the
+ * qualifier of `name.x {`). */
+static bool within(const script *sc, int f, const char *name)
+{
+    for (; f > 0; f = sc->f[f].parent)
+        if (tok_is_name(sc, sc->f[f].name, name) || tok_is_name(sc, sc->f[f].qual, name))
+            return true;
+    return false;
+}
+
+static bool named(const script *sc, int f, const char *name)
+{
+    return f > 0 && tok_is_name(sc, sc->f[f].name, name);
+}
+
+/* ---- Statements of a block ---- */
+
+/* The next statement among the tokens directly in block f, starting at *i:
+ * sets [*s, *e) and advances *i. A statement ends at ';' or at a line break
+ * outside parentheses, unless the line ends or the next begins with an
+ * operator that continues it. Nested blocks are skipped whole. */
+static bool next_stmt(const script *sc, int f, size_t *i, size_t *s, size_t *e)
+{
+    size_t end = sc->f[f].open >= 0 ? (size_t)sc->t[sc->f[f].open].match : sc->nt;
+    size_t k = *i;
+    while (k < end && (sc->t[k].frame != f || is_punct(&sc->t[k], ';')))
+        k++;
+    if (k >= end)
+        return false;
+    *s = k;
+    size_t last = k;
+    for (;;) {
+        const tok *t = &sc->t[last];
+        size_t nx = last + 1;
+        if (is_punct(t, '{') && t->match > 0)
+            nx = (size_t)t->match + 1;            /* a trailing block */
+        if (nx >= end || is_punct(&sc->t[nx], ';'))
+            break;
+        const tok *n = &sc->t[nx];
+        int line_end = is_punct(t, '{') && t->match > 0 ? sc->t[t->match].line : t->line;
+        bool cont = n->pdepth > 0 || n->line == line_end;
+        if (!cont && t->kind == T_PUNCT && strchr("(,.=+:-*?&|[", t->s[0]))
+            cont = true;
+        if (!cont && n->kind == T_PUNCT && strchr(".?:+=)]", n->s[0]))
+            cont = true;
+        if (!cont)
+            break;
+        last = nx;
+    }
+    *e = last + 1;
+    if (is_punct(&sc->t[last], '{') && sc->t[last].match > 0)
+        *e = (size_t)sc->t[last].match + 1;
+    *i = *e;
+    return true;
+}
+
+/* ---- Java .properties ---- */
+
+static size_t utf8_put(char *out, unsigned cp)
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    out[0] = (char)(0xE0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[2] = (char)(0x80 | (cp & 0x3F));
+    return 3;
+}
+
+/* The value of `key` (the last occurrence wins), unescaped as
+ * java.util.Properties does ("\:" is ":", "\uXXXX", a backslash at the end
+ * of a line continues it). Returns its line, 0 when absent. */
+static int props_get(const char *data, size_t len, const char *key, char *out, size_t cap)
+{
+    int found = 0, lineno = 1;
+    size_t i = 0;
+    while (i < len) {
+        int start_line = lineno;
+        char buf[4096];
+        size_t k = 0, keylen = SIZE_MAX;
+        bool leading = true, value_lead = false, comment = false;
+        while (i < len) {
+            char ch = data[i];
+            if (ch == '\n' || ch == '\r') {
+                i++;
+                if (ch == '\r' && i < len && data[i] == '\n')
+                    i++;
+                lineno++;
+                break;
+            }
+            if (leading && (ch == ' ' || ch == '\t' || ch == '\f')) {
+                i++;
+                continue;
+            }
+            if (leading && (ch == '#' || ch == '!'))
+                comment = true;
+            leading = false;
+            if (comment) {
+                i++;
+                continue;
+            }
+            if (value_lead && (ch == ' ' || ch == '\t' || ch == '\f')) {
+                i++;
+                continue;
+            }
+            if (value_lead && (ch == '=' || ch == ':') && k == keylen) {
+                value_lead = false;            /* one separator after the blanks */
+                i++;
+                while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
+                    i++;
+                continue;
+            }
+            value_lead = false;
+            if (ch == '\\' && i + 1 < len) {
+                char nx = data[i + 1];
+                i += 2;
+                if (nx == '\n' || nx == '\r') {
+                    lineno++;
+                    if (nx == '\r' && i < len && data[i] == '\n')
+                        i++;
+                    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
+                        i++;
+                    continue;
+                }
+                char oc[4];
+                size_t on = 1;
+                if (nx == 't')
+                    oc[0] = '\t';
+                else if (nx == 'n')
+                    oc[0] = '\n';
+                else if (nx == 'r')
+                    oc[0] = '\r';
+                else if (nx == 'f')
+                    oc[0] = '\f';
+                else if (nx == 'u') {
+                    unsigned cp = 0;
+                    for (int d = 0; d < 4 && i < len; d++, i++) {
+                        char h = data[i];
+                        int v = (h >= '0' && h <= '9')   ? h - '0'
+                                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                         : -1;
+                        if (v < 0)
+                            break;
+                        cp = cp * 16 + (unsigned)v;
+                    }
+                    on = utf8_put(oc, cp);
+                } else
+                    oc[0] = nx;
+                if (k + on < sizeof buf) {
+                    memcpy(buf + k, oc, on);
+                    k += on;
+                }
+                continue;
+            }
+            if (keylen == SIZE_MAX &&
+                (ch == '=' || ch == ':' || ch == ' ' || ch == '\t' || ch == '\f')) {
+                keylen = k;
+                value_lead = ch == ' ' || ch == '\t' || ch == '\f';
+                i++;
+                if (!value_lead)
+                    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
+                        i++;
+                continue;
+            }
+            if (k + 1 < sizeof buf)
+                buf[k++] = ch;
+            i++;
+        }
+        if (comment || k == 0)
+            continue;
+        if (keylen == SIZE_MAX)
+            keylen = k;
+        if (keylen == strlen(key) && memcmp(buf, key, keylen) == 0) {
+            size_t vl = k - keylen < cap ? k - keylen : cap - 1;
+            memcpy(out, buf + keylen, vl);
+            out[vl] = '\0';
+            found = start_line;
+        }
+    }
+    return found;
+}
+
+/* ---- The analysis of one build ---- */
+
+typedef enum rclass {
+    RC_PLUGIN,         /* pluginManagement { repositories } */
+    RC_BUILDSCRIPT,    /* buildscript { repositories } */
+    RC_SETTINGS,       /* dependencyResolutionManagement { repositories } */
+    RC_PROJECT,        /* a project's repositories */
+} rclass;
+
+typedef enum rkind { RK_CENTRAL, RK_GOOGLE, RK_PORTAL, RK_JCENTER, RK_URL } rkind;
+
+typedef struct decl {
+    rclass cls;
+    rkind kind;
+    bool all;          /* allprojects/subprojects: applies to every project */
+    int proj;
+    char *url;         /* RK_URL: the URL, or its part before the unknown */
+    const char *file;
+    int line;
+} decl;
+
+typedef struct project {
+    char dir[256];     /* "" for the root, "app", "libs/core" */
+    bool deps;         /* resolves dependencies through its repositories */
+    bool classpath;    /* buildscript dependencies */
+    bool own_repos;    /* declares project repositories (itself or via allprojects) */
+    const char *plugin_file;   /* a script requesting a non-core plugin */
+} project;
+
+typedef struct analysis {
+    const char *trigger_path;
+    const char *trigger_base;
+    const char *trigger_data;
+    size_t trigger_len;
+    sl_project *proj;
+    sl_derived *out;
+    sl_lockerr *err;
+
+    const char *props;         /* gradle.properties */
+    size_t props_len;
+
+    project *p;
+    int np;
+    size_t capp;
+    decl *d;
+    int nd;
+    size_t capd;
+    bool settings_wins;        /* repositoriesMode PREFER_SETTINGS / FAIL_ON_PROJECT_REPOS */
+    bool deps_all;             /* allprojects/subprojects { dependencies } */
+    bool is_root;              /* settings or wrapper here: the root of a build */
+} analysis;
+
+/* A project file: the trigger's own bytes when it is the one asked for. */
+static const char *get_file(analysis *an, const char *rel, size_t *len, const char **path,
+                            bool *failed)
+{
+    *failed = false;
+    if (strcmp(rel, an->trigger_base) == 0) {
+        *len = an->trigger_len;
+        *path = an->trigger_path;
+        return an->trigger_data;
+    }
+    an->err->msg[0] = '\0';
+    const char *p = NULL;
+    const char *data = sl_project_file(an->proj, rel, len, &p, an->err);
+    if (!data && an->err->msg[0])
+        *failed = true;
+    *path = p ? p : rel;
+    return data;
+}
+
+static bool an_fail(analysis *an, const char *file, int line, const char *fmt, const char *a)
+{
+    sl_lockerr_set(an->err, file, line, fmt, a);
+    return false;
+}
+
+/* Core plugins ship with Gradle and are never resolved. */
+static bool core_plugin(const char *id, size_t n)
+{
+    static const char *const core[] = {
+        "java", "java-library", "java-platform", "java-gradle-plugin", "java-test-fixtures",
+        "application", "groovy", "groovy-base", "scala", "antlr", "war", "ear", "base",
+        "distribution", "maven-publish", "ivy-publish", "signing", "eclipse", "idea",
+        "jacoco", "jacoco-report-aggregation", "test-report-aggregation", "checkstyle", "pmd",
+        "codenarc", "jvm-test-suite", "version-catalog", "project-report", "build-dashboard",
+        "help-tasks", "reporting-base", "c", "cpp", "cpp-application", "cpp-library",
+        "cpp-unit-test", "swift-application", "swift-library", "xctest", "visual-studio",
+        "xcode", "wrapper", "build-init", "lifecycle-base", "java-base", "publishing",
+    };
+    if (n > 11 && memcmp(id, "org.gradle.", 11) == 0) {
+        id += 11;
+        n -= 11;
+    } else if (memchr(id, '.', n)) {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof core / sizeof core[0]; i++)
+        if (strlen(core[i]) == n && memcmp(core[i], id, n) == 0)
+            return true;
+    /* A short id that is not core (kotlin-dsl is published on the portal). */
+    return !memchr(id, '.', n) && !(n == 10 && memcmp(id, "kotlin-dsl", 10) == 0);
+}
+
+/* Does this plugins-block statement request a plugin that must be resolved? */
+static bool plugin_request(const script *sc, size_t s, size_t e)
+{
+    const tok *h = &sc->t[s];
+    if (h->kind != T_IDENT)
+        return false;
+    if (is_ident(h, "id")) {
+        for (size_t i = s + 1; i < e; i++)
+            if (sc->t[i].kind == T_STRING)
+                return !core_plugin(sc->t[i].s, sc->t[i].n);
+        return true;          /* id(someVal): cannot tell, assume resolved */
+    }
+    if (is_ident(h, "kotlin") || is_ident(h, "alias"))
+        return true;          /* org.jetbrains.kotlin.*, version-catalog plugins */
+    /* `java`, `kotlin-dsl`, `java-library` accessors. */
+    return !core_plugin(h->s, h->n);
+}
+
+static bool local_call(const tok *t)
+{
+    static const char *const names[] = {
+        "project", "files", "fileTree", "file", "gradleApi", "localGroovy", "gradleTestKit",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (is_ident(t, names[i]))
+            return true;
+    return false;
+}
+
+/* Does this dependencies-block statement declare something fetched from a
+ * repository? Project and file dependencies are local (R5). */
+static bool remote_dependency(const script *sc, size_t s, size_t e)
+{
+    const tok *h = &sc->t[s];
+    static const char *const blocks[] = {
+        "constraints", "components", "modules", "attributesSchema", "artifactTypes",
+        "registerTransform", "def", "val", "var", "if", "for", "else",
+    };
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        if (is_ident(h, blocks[i]))
+            return false;
+    if (h->kind != T_IDENT && h->kind != T_STRING)
+        return false;
+    size_t skip_to = 0;       /* inside a local call's parentheses until this token */
+    for (size_t i = s + 1; i < e; i++) {
+        const tok *t = &sc->t[i];
+        if (i < skip_to)
+            continue;
+        if (is_punct(t, '{') && t->match > 0) {
+            i = (size_t)t->match;             /* a closure configuring it */
+            continue;
+        }
+        if (t->kind == T_STRING)
+            return true;
+        if (t->kind != T_IDENT)
+            continue;
+        if (local_call(t) && i + 1 < e && is_punct(&sc->t[i + 1], '(') &&
+            sc->t[i + 1].match > 0) {
+            skip_to = (size_t)sc->t[i + 1].match + 1;
+            continue;
+        }
+        if (local_call(t) || is_ident(t, "platform") || is_ident(t, "enforcedPlatform") ||
+            is_ident(t, "testFixtures") || is_ident(t, "because") || is_ident(t, "true") ||
+            is_ident(t, "false"))
+            continue;
+        if (i > s && is_punct(&sc->t[i - 1], '.'))
+            continue;                         /* a member of something seen before */
+        if (is_ident(t, "projects")) {
+            /* projects.core: a type-safe project accessor. */
+            while (i + 2 < e && is_punct(&sc->t[i + 1], '.') && sc->t[i + 2].kind == T_IDENT)
+                i += 2;
+            continue;
+        }
+        /* libs.x, deps.x, "${…}" variables: coordinates from elsewhere. */
+        return true;
+    }
+    return false;
+}
+
+/* ---- Repository URLs ---- */
+
+static bool local_root(const char *s, size_t n)
+{
+    static const char *const names[] = {
+        "rootDir", "projectDir", "buildDir", "rootProject", "project", "layout", "file",
+        "files", "settingsDir", "gradle",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && memcmp(names[i], s, n) == 0)
+            return true;
+    return false;
+}
+
+typedef struct strval {
+    char buf[4096];
+    size_t n;
+    bool local;              /* begins with a local directory */
+    char why[128];           /* the first template we could not resolve */
+} strval;
+
+static void sv_put(strval *v, char c)
+{
+    if (v->n + 1 < sizeof v->buf) {
+        v->buf[v->n++] = c;
+        v->buf[v->n] = '\0';
+    }
+}
+
+static void sv_unknown(strval *v, const char *what, size_t n)
+{
+    if (!v->why[0])
+        snprintf(v->why, sizeof v->why, "%.*s", (int)(n > 100 ? 100 : n), what);
+    sv_put(v, UNKNOWN);
+}
+
+/* Evaluate a string token: escapes, and $name / ${name} templates from
+ * gradle.properties. */
+static void eval_string(const analysis *an, const tok *t, bool kts, strval *v)
+{
+    const char *s = t->s, *e = t->s + t->n;
+    while (s < e) {
+        char c = *s;
+        if (c == '\\' && t->quote != Q_RAW && s + 1 < e) {
+            char nx = s[1];
+            if (t->quote == Q_SLASHY && nx != '/') {
+                sv_put(v, c);
+                s++;
+                continue;
+            }
+            s += 2;
+            if (nx == 'n')
+                sv_put(v, '\n');
+            else if (nx == 't')
+                sv_put(v, '\t');
+            else if (nx == 'u' && e - s >= 4) {
+                char oc[4];
+                unsigned cp = (unsigned)strtoul((char[]){s[0], s[1], s[2], s[3], 0}, NULL, 16);
+                size_t on = utf8_put(oc, cp);
+                for (size_t k = 0; k < on; k++)
+                    sv_put(v, oc[k]);
+                s += 4;
+            } else
+                sv_put(v, nx);
+            continue;
+        }
+        if (c != '$' || t->quote == Q_SINGLE || s + 1 >= e) {
+            sv_put(v, c);
+            s++;
+            continue;
+        }
+        const char *name, *ne;
+        if (s[1] == '{') {
+            /* Find the end of the template; a bare name is looked up. */
+            int level = 1;
+            const char *q = s + 2;
+            for (; q < e && level > 0; q++) {
+                if (*q == '{')
+                    level++;
+                else if (*q == '}')
+                    level--;
+            }
+            name = s + 2;
+            ne = q - 1;
+            while (name < ne && (*name == ' ' || *name == '\t'))
+                name++;
+            while (ne > name && (ne[-1] == ' ' || ne[-1] == '\t'))
+                ne--;
+            s = q;
+        } else if (ident_start(s[1]) && s[1] != '$') {
+            name = s + 1;
+            ne = name;
+            while (ne < e && ident_char(*ne) && *ne != '$')
+                ne++;
+            /* Groovy: "$a.b" reads property b of a; the whole chain is the name. */
+            while (!kts && ne + 1 < e && *ne == '.' && ident_start(ne[1]))
+                for (ne++; ne < e && ident_char(*ne) && *ne != '$'; ne++)
+                    ;
+            s = ne;
+        } else {
+            sv_put(v, c);
+            s++;
+            continue;
+        }
+        size_t nl = (size_t)(ne - name);
+        size_t root = 0;
+        while (root < nl && ident_char(name[root]) && name[root] != '$')
+            root++;
+        /* "$rootDir/repo", "${System.getProperty("user.home")}/.m2": a directory. */
+        if (v->n == 0 && (local_root(name, root) ||
+                          (root == 6 && memcmp(name, "System", 6) == 0 &&
+                           memmem(name, nl, "user.home", 9)))) {
+            v->local = true;
+            return;
+        }
+        char val[2048];
+        bool simple = root == nl && nl > 0 && nl < 200;
+        char key[256];
+        if (simple) {
+            memcpy(key, name, nl);
+            key[nl] = '\0';
+        }
+        if (simple && an->props && props_get(an->props, an->props_len, key, val, sizeof val)) {
+            for (const char *q = val; *q; q++)
+                sv_put(v, *q);
+        } else {
+            sv_unknown(v, name, nl);
+        }
+    }
+}
+
+/* The value after `url`, `url =`, `url:`, `setUrl(`, `maven(`: a string,
+ * uri("…"), or something we cannot evaluate. Tokens [i, e). */
+static void eval_url(const analysis *an, const script *sc, size_t i, size_t e, strval *v)
+{
+    while (i < e && sc->t[i].kind == T_PUNCT &&
+           (is_punct(&sc->t[i], '=') || is_punct(&sc->t[i], ':') || is_punct(&sc->t[i], '(')))
+        i++;
+    if (i < e && is_ident(&sc->t[i], "new"))
+        i++;
+    /* uri("…"), URI("…"), java.net.URI("…"), URI.create("…") */
+    size_t k = i;
+    while (k + 2 < e && sc->t[k].kind == T_IDENT && is_punct(&sc->t[k + 1], '.') &&
+           sc->t[k + 2].kind == T_IDENT)
+        k += 2;
+    if (k + 1 < e && (is_ident(&sc->t[k], "uri") || is_ident(&sc->t[k], "URI") ||
+                      is_ident(&sc->t[k], "create")) &&
+        is_punct(&sc->t[k + 1], '('))
+        i = k + 2;
+    if (i >= e) {
+        sv_unknown(v, "(no value)", 10);
+        return;
+    }
+    const tok *t = &sc->t[i];
+    if (t->kind == T_STRING) {
+        eval_string(an, t, sc->kts, v);
+        if (!v->local && i + 1 < e && is_punct(&sc->t[i + 1], '+'))
+            sv_unknown(v, "(concatenation)", 15);
+        return;
+    }
+    if (t->kind == T_IDENT) {
+        if (local_root(t->s, t->n)) {
+            v->local = true;
+            return;
+        }
+        /* Name the expression in the message: System.getenv(…), findProperty(…) */
+        char what[128];
+        size_t n = 0;
+        for (size_t k2 = i; k2 < e && n + 8 < sizeof what; k2++) {
+            const tok *x = &sc->t[k2];
+            if (x->kind == T_IDENT && x->n < sizeof what - n - 8) {
+                memcpy(what + n, x->s, x->n);
+                n += x->n;
+            } else if (is_punct(x, '.')) {
+                what[n++] = '.';
+            } else {
+                if (is_punct(x, '('))
+                    n += (size_t)snprintf(what + n, sizeof what - n, "(...)");
+                break;
+            }
+        }
+        sv_unknown(v, what, n);
+        return;
+    }
+    sv_unknown(v, "(expression)", 12);
+}
+
+static bool add_decl(analysis *an, const script *sc, int fr, rkind kind, const strval *url,
+                     int line)
+{
+    if (url && url->local)
+        return true;
+    rclass cls = within(sc, fr, "pluginManagement")                 ? RC_PLUGIN
+                 : within(sc, fr, "buildscript")                    ? RC_BUILDSCRIPT
+                 : within(sc, fr, "dependencyResolutionManagement") ? RC_SETTINGS
+                                                                       : RC_PROJECT;
+    if (url) {
+        const char *unk = memchr(url->buf, UNKNOWN, url->n);
+        if (unk) {
+            /* The host may still be known: "https://repo.corp/${path}". */
+            const char *a = strstr(url->buf, "://");
+            const char *ae = a ? a + 3 + strcspn(a + 3, "/?#\x01") : NULL;
+            if (!a || a > unk || !ae || ae >= unk || *ae == UNKNOWN)
+                return an_fail(an, sc->path, line,
+                               "cannot determine the repository URL: '%s' is known only when "
+                               "Gradle runs",
+                               url->why);
+        }
+    }
+    if (!grow((void **)&an->d, &an->capd, (size_t)an->nd, sizeof an->d[0], MAX_DECLS))
+        return an_fail(an, sc->path, line, "%s", "too many repositories");
+    decl *d = &an->d[an->nd];
+    *d = (decl){.cls = cls, .kind = kind, .proj = sc->proj, .file = sc->path, .line = line,
+                .all = within(sc, fr, "allprojects") || within(sc, fr, "subprojects")};
+    if (url) {
+        const char *unk = memchr(url->buf, UNKNOWN, url->n);
+        d->url = strndup(url->buf, unk ? (size_t)(unk - url->buf) : url->n);
+        if (!d->url)
+            return an_fail(an, sc->path, line, "%s", "out of memory");
+    }
+    an->nd++;
+    if (cls == RC_PROJECT) {
+        if (d->all)
+            for (int k = 0; k < an->np; k++)
+                an->p[k].own_repos = true;
+        else
+            an->p[sc->proj].own_repos = true;
+    }
+    return true;
+}
+
+/* url / setUrl / artifactUrls statements inside a maven { } or ivy { } block. */
+static bool repo_block(analysis *an, const script *sc, int f, bool *found)
+{
+    size_t i = (size_t)sc->f[f].open + 1, s, e;
+    while (next_stmt(sc, f, &i, &s, &e)) {
+        const tok *h = &sc->t[s];
+        if (!(is_ident(h, "url") || is_ident(h, "setUrl") || is_ident(h, "artifactUrls") ||
+              is_ident(h, "setArtifactUrls")))
+            continue;
+        if (is_ident(h, "url") || is_ident(h, "setUrl"))
+            *found = true;
+        strval v = {.n = 0};
+        eval_url(an, sc, s + 1, e, &v);
+        if (!add_decl(an, sc, f, RK_URL, &v, h->line))
+            return false;
+    }
+    return true;
+}
+
+/* A statement directly in a repositories { } (or forRepository { }) block. */
+static bool repo_stmt(analysis *an, const script *sc, int f, size_t s, size_t e)
+{
+    const tok *h = &sc->t[s];
+    if (h->kind != T_IDENT || (s > 0 && is_punct(&sc->t[s - 1], '.')))
+        return true;
+    if (is_ident(h, "mavenCentral"))
+        return add_decl(an, sc, f, RK_CENTRAL, NULL, h->line);
+    if (is_ident(h, "google"))
+        return add_decl(an, sc, f, RK_GOOGLE, NULL, h->line);
+    if (is_ident(h, "gradlePluginPortal"))
+        return add_decl(an, sc, f, RK_PORTAL, NULL, h->line);
+    if (is_ident(h, "jcenter"))
+        return add_decl(an, sc, f, RK_JCENTER, NULL, h->line);
+    if (!is_ident(h, "maven") && !is_ident(h, "ivy"))
+        return true;                   /* mavenLocal, flatDir, content, ...: nothing to reach */
+    bool found = false;
+    size_t i = s + 1;
+    if (i < e && is_punct(&sc->t[i], '(') && sc->t[i].match > 0) {
+        size_t close = (size_t)sc->t[i].match;
+        /* maven("…"), maven(url = "…"), maven(url: '…') */
+        size_t at = SIZE_MAX;
+        if (i + 1 < close && sc->t[i + 1].kind == T_STRING)
+            at = i + 1;
+        for (size_t k = i + 1; at == SIZE_MAX && k + 1 < close; k++)
+            if (is_ident(&sc->t[k], "url") && sc->t[k].pdepth == sc->t[i + 1].pdepth &&
+                (is_punct(&sc->t[k + 1], '=') || is_punct(&sc->t[k + 1], ':')))
+                at = k + 1;
+        if (at != SIZE_MAX) {
+            found = true;
+            strval v = {.n = 0};
+            eval_url(an, sc, at, close, &v);
+            if (!add_decl(an, sc, f, RK_URL, &v, h->line))
+                return false;
+        }
+        i = close + 1;
+    }
+    if (i < e && is_punct(&sc->t[i], '{') && sc->t[i].child > 0 &&
+        !repo_block(an, sc, sc->t[i].child, &found))
+        return false;
+    if (!found)
+        return an_fail(an, sc->path, h->line, "%s", "a maven/ivy repository without a url");
+    return true;
+}
+
+static bool include_stmt(analysis *an, const script *sc, size_t s, size_t e)
+{
+    for (size_t i = s + 1; i < e; i++) {
+        const tok *t = &sc->t[i];
+        if (t->kind != T_STRING)
+            continue;
+        /* ":libs:core" -> "libs/core" */
+        char dir[256];
+        size_t k = 0;
+        const char *p = t->s, *pe = t->s + t->n;
+        if (p < pe && *p == ':')
+            p++;
+        bool ok = p < pe && t->quote != Q_SLASHY;
+        for (; ok && p < pe; p++) {
+            char c = *p;
+            if (c == ':')
+                c = '/';
+            if (c == '\\' || c == '$' || c == '\0' || (unsigned char)c < 0x20 || k + 1 >= 200)
+                ok = false;
+            dir[k++] = c;
+        }
+        dir[k] = '\0';
+        /* No "..", ".", empty components: stay inside the project. */
+        for (char *q = dir; ok && *q;) {
+            size_t cl = strcspn(q, "/");
+            if (cl == 0 || (cl == 1 && q[0] == '.') || (cl == 2 && q[0] == '.' && q[1] == '.'))
+                ok = false;
+            q += cl;
+            if (*q == '/')
+                q++;
+            if (*q == '\0' && q[-1] == '/')
+                ok = false;
+        }
+        if (!ok)
+            return an_fail(an, sc->path, t->line, "%s", "include: not a project path");
+        bool dup = false;
+        for (int j = 0; j < an->np; j++)
+            dup = dup || strcmp(an->p[j].dir, dir) == 0;
+        if (dup)
+            continue;
+        if (!grow((void **)&an->p, &an->capp, (size_t)an->np, sizeof an->p[0], MAX_PROJECTS))
+            return an_fail(an, sc->path, t->line, "%s", "too many projects");
+        memset(&an->p[an->np], 0, sizeof an->p[0]);
+        memcpy(an->p[an->np].dir, dir, k + 1);
+        an->np++;
+    }
+    return true;
+}
+
+/* apply from: 'https://…' (Groovy), apply(from = "https://…") (Kotlin): the
+ * script is downloaded when the build is configured. */
+static bool apply_from(analysis *an, const script *sc, size_t s, size_t e)
+{
+    for (size_t i = s + 1; i + 1 < e; i++) {
+        if (!is_ident(&sc->t[i], "from") ||
+            !(is_punct(&sc->t[i + 1], ':') || is_punct(&sc->t[i + 1], '=')))
+            continue;
+        strval v = {.n = 0};
+        eval_url(an, sc, i + 1, e, &v);
+        if (v.local)
+            return true;
+        const char *unk = memchr(v.buf, UNKNOWN, v.n);
+        size_t n = unk ? (size_t)(unk - v.buf) : v.n;
+        if (strncasecmp(v.buf, "http://", 7) != 0 && strncasecmp(v.buf, "https://", 8) != 0)
+            return true;                       /* a script in the project */
+        const char *a = v.buf + (v.buf[4] == ':' ? 7 : 8);
+        if (unk && (size_t)(unk - a) <= strcspn(a, "/?#"))
+            return an_fail(an, sc->path, sc->t[i].line,
+                           "cannot determine the host of an applied script: '%s' is known only "
+                           "when Gradle runs",
+                           v.why);
+        char msg[256];
+        if (sl_derived_add_url(an->out, v.buf, n, sc->path, msg, sizeof msg) < 0)
+            return an_fail(an, sc->path, sc->t[i].line, "%s", msg);
+        return true;
+    }
+    return true;
+}
+
+static bool walk_script(analysis *an, script *sc)
+{
+    for (int f = 0; f < (int)sc->nf; f++) {
+        size_t i = f == 0 ? 0 : (size_t)sc->f[f].open + 1, s, e;
+        bool repos = named(sc, f, "repositories") ||
+                     (named(sc, f, "forRepository") && within(sc, f, "repositories"));
+        bool publishing = within(sc, f, "publishing");
+        bool deps = named(sc, f, "dependencies") && !publishing;
+        bool plugins = named(sc, f, "plugins") && !within(sc, f, "pluginManagement");
+        bool drm = within(sc, f, "dependencyResolutionManagement");
+        bool all = within(sc, f, "allprojects") || within(sc, f, "subprojects");
+        if (drm) {
+            /* repositoriesMode.set(RepositoriesMode.PREFER_SETTINGS) and the like */
+            size_t end = sc->f[f].open >= 0 ? (size_t)sc->t[sc->f[f].open].match : sc->nt;
+            for (size_t k = i; k < end; k++)
+                if (sc->t[k].frame == f && (is_ident(&sc->t[k], "PREFER_SETTINGS") ||
+                                            is_ident(&sc->t[k], "FAIL_ON_PROJECT_REPOS")))
+                    an->settings_wins = true;
+        }
+        if (!(repos && !publishing) && !deps && !plugins && f != 0)
+            continue;
+        while (next_stmt(sc, f, &i, &s, &e)) {
+            if (repos && !publishing) {
+                if (!repo_stmt(an, sc, f, s, e))
+                    return false;
+            } else if (deps) {
+                if (!remote_dependency(sc, s, e))
+                    continue;
+                if (within(sc, f, "buildscript"))
+                    an->p[sc->proj].classpath = true;
+                else if (all)
+                    an->deps_all = true;
+                else
+                    an->p[sc->proj].deps = true;
+            } else if (plugins) {
+                if (plugin_request(sc, s, e) && !an->p[sc->proj].plugin_file)
+                    an->p[sc->proj].plugin_file = sc->path;
+            } else if (f == 0 && is_ident(&sc->t[s], "apply")) {
+                if (!apply_from(an, sc, s, e))
+                    return false;
+            } else if (sc->settings && is_ident(&sc->t[s], "include")) {
+                if (!include_stmt(an, sc, s, e))
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+static void script_free(script *sc)
+{
+    free(sc->t);
+    free(sc->f);
+}
+
+/* Read one script of the build (settings or build file) if it exists. */
+static bool read_script(analysis *an, const char *dir, const char *const names[2],
+                        bool settings, int proj, bool *exists)
+{
+    *exists = false;
+    for (int k = 0; k < 2; k++) {
+        char rel[300];
+        snprintf(rel, sizeof rel, "%s%s%s", dir, dir[0] ? "/" : "", names[k]);
+        size_t len;
+        const char *path;
+        bool failed;
+        const char *data = get_file(an, rel, &len, &path, &failed);
+        if (failed)
+            return false;
+        if (!data)
+            continue;
+        *exists = true;
+        if (memchr(data, '\0', len))
+            return an_fail(an, path, 0, "%s", "not a Gradle script: contains NUL bytes");
+        script sc = {.path = path, .data = data, .len = len, .kts = k == 1,
+                     .settings = settings, .proj = proj};
+        bool ok = lex_script(&sc, an->err) && structure(&sc, an->err) && walk_script(an, &sc);
+        script_free(&sc);
+        return ok;          /* Gradle uses the first of build.gradle, build.gradle.kts */
+    }
+    return true;
+}
+
+/* gradle.lockfile: "group:artifact:version=conf,…" lines, "empty=…", and
+ * comments. Returns false on a line that is none of these. */
+static bool read_lockfile(analysis *an, const char *rel, bool *has_entries)
+{
+    size_t len;
+    const char *path;
+    bool failed;
+    const char *data = get_file(an, rel, &len, &path, &failed);
+    *has_entries = false;
+    if (failed)
+        return false;
+    if (!data)
+        return true;
+    int line = 1;
+    for (size_t i = 0; i < len; line++) {
+        const char *s = data + i;
+        const char *nl = memchr(s, '\n', len - i);
+        size_t n = nl ? (size_t)(nl - s) : len - i;
+        i += n + (nl ? 1 : 0);
+        if (n > 0 && s[n - 1] == '\r')
+            n--;
+        if (n == 0 || s[0] == '#')
+            continue;
+        const char *eq = memchr(s, '=', n);
+        if (eq && (size_t)(eq - s) == 5 && memcmp(s, "empty", 5) == 0)
+            continue;
+        int colons = 0;
+        bool ok = eq != NULL && eq > s;
+        for (const char *q = s; ok && q < eq; q++) {
+            if (*q == ':')
+                colons++;
+            else if (*q == ' ' || *q == '\t' || (unsigned char)*q < 0x20)
+                ok = false;
+        }
+        if (!ok || colons < 2 || colons > 3 || s[0] == ':' || eq[-1] == ':')
+            return an_fail(an, path, line, "%s",
+                           "not a Gradle lockfile line (group:artifact:version=configurations)");
+        *has_entries = true;
+    }
+    return true;
+}
+
+static bool add_host(analysis *an, const char *host, int port, const char *file, int line)
+{
+    char msg[256];
+    if (!sl_derived_add(an->out, host, strlen(host), port, file, msg, sizeof msg))
+        return an_fail(an, file, line, "%s", msg);
+    return true;
+}
+
+static bool add_portal(analysis *an, const char *file, int line)
+{
+    return add_host(an, "plugins.gradle.org", 443, file, line) &&
+           add_host(an, "plugins-artifacts.gradle.org", 443, file, line) &&
+           add_host(an, "repo.maven.apache.org", 443, file, line);
+}
+
+static bool emit(analysis *an, const decl *d)
+{
+    switch (d->kind) {
+    case RK_CENTRAL:
+        return add_host(an, "repo.maven.apache.org", 443, d->file, d->line);
+    case RK_GOOGLE:
+        return add_host(an, "dl.google.com", 443, d->file, d->line);
+    case RK_PORTAL:
+        return add_portal(an, d->file, d->line);
+    case RK_JCENTER:
+        return add_host(an, "jcenter.bintray.com", 443, d->file, d->line);
+    case RK_URL:
+        break;
+    }
+    char msg[256];
+    int r = sl_derived_add_url(an->out, d->url, strlen(d->url), d->file, msg, sizeof msg);
+    if (r < 0)
+        return an_fail(an, d->file, d->line, "%s", msg);
+    sl_url u;
+    if (r > 0 && sl_url_parse(d->url, strlen(d->url), &u) && u.host_len == 18 &&
+        strncasecmp(u.host, "plugins.gradle.org", 18) == 0)
+        return add_portal(an, d->file, d->line);   /* maven { url ".../m2/" } is the portal */
+    return true;
+}
+
+/* gradle/wrapper/gradle-wrapper.properties: ./gradlew downloads Gradle. */
+static bool wrapper(analysis *an)
+{
+    size_t len;
+    const char *path;
+    bool failed;
+    const char *data =
+        get_file(an, "gradle/wrapper/gradle-wrapper.properties", &len, &path, &failed);
+    if (failed)
+        return false;
+    if (!data)
+        return true;
+    if (memchr(data, '\0', len))
+        return an_fail(an, path, 0, "%s", "not a properties file");
+    char url[2048];
+    int line = props_get(data, len, "distributionUrl", url, sizeof url);
+    if (!line)
+        return an_fail(an, path, 0, "%s", "no distributionUrl");
+    char msg[256];
+    int r = sl_derived_add_url(an->out, url, strlen(url), path, msg, sizeof msg);
+    if (r < 0)
+        return an_fail(an, path, line, "%s", msg);
+    sl_url u;
+    if (r > 0 && sl_url_parse(url, strlen(url), &u) && u.host_len == 19 &&
+        strncasecmp(u.host, "services.gradle.org", 19) == 0)
+        return add_host(an, "downloads.gradle.org", 443, path, line);   /* 301 since 2026-02 */
+    return true;
+}
+
+static bool analyse(analysis *an)
+{
+    static const char *const settings_names[2] = {"settings.gradle", "settings.gradle.kts"};
+    static const char *const build_names[2] = {"build.gradle", "build.gradle.kts"};
+    size_t plen;
+    const char *ppath;
+    bool failed;
+    an->props = get_file(an, "gradle.properties", &plen, &ppath, &failed);
+    an->props_len = plen;
+    if (failed)
+        return false;
+    if (an->props && memchr(an->props, '\0', plen))
+        an->props = NULL;
+
+    if (!grow((void **)&an->p, &an->capp, 0, sizeof an->p[0], MAX_PROJECTS))
+        return an_fail(an, an->trigger_path, 0, "%s", "out of memory");
+    memset(&an->p[0], 0, sizeof an->p[0]);
+    an->np = 1;
+    bool has_settings, exists;
+    if (!read_script(an, "", settings_names, true, 0, &has_settings))
+        return false;
+    size_t wlen;
+    const char *wpath;
+    bool has_wrapper =
+        get_file(an, "gradle/wrapper/gradle-wrapper.properties", &wlen, &wpath, &failed) != NULL;
+    if (failed)
+        return false;
+    an->is_root = has_settings || has_wrapper;
+    for (int k = 0; k < an->np; k++) {
+        if (!read_script(an, an->p[k].dir, build_names, false, k, &exists))
+            return false;
+        char rel[300];
+        bool entries;
+        snprintf(rel, sizeof rel, "%s%sgradle.lockfile", an->p[k].dir, k ? "/" : "");
+        if (!read_lockfile(an, rel, &entries))
+            return false;
+        an->p[k].deps = an->p[k].deps || entries;
+        snprintf(rel, sizeof rel, "%s%sbuildscript-gradle.lockfile", an->p[k].dir,
+                 k ? "/" : "");
+        if (!read_lockfile(an, rel, &entries))
+            return false;
+        an->p[k].classpath = an->p[k].classpath || entries;
+    }
+    if (an->deps_all)
+        for (int k = 0; k < an->np; k++)
+            an->p[k].deps = true;
+
+    /* Which classes of repositories are used. */
+    bool any_deps = false, settings_used = false;
+    const char *plugin_file = NULL;
+    for (int k = 0; k < an->np; k++) {
+        any_deps = any_deps || an->p[k].deps;
+        if (an->p[k].deps && (an->settings_wins || !an->p[k].own_repos))
+            settings_used = true;
+        if (!plugin_file)
+            plugin_file = an->p[k].plugin_file;
+    }
+    bool plugin_repos = false;
+    for (int i = 0; i < an->nd; i++)
+        plugin_repos = plugin_repos || an->d[i].cls == RC_PLUGIN;
+    for (int i = 0; i < an->nd; i++) {
+        const decl *d = &an->d[i];
+        bool used = false;
+        switch (d->cls) {
+        case RC_PLUGIN:
+            used = plugin_file != NULL;
+            break;
+        case RC_BUILDSCRIPT:
+            used = an->p[d->proj].classpath;
+            break;
+        case RC_SETTINGS:
+            used = settings_used;
+            break;
+        case RC_PROJECT:
+            used = !an->settings_wins && (d->all ? any_deps : an->p[d->proj].deps);
+            break;
+        }
+        if (used && !emit(an, d))
+            return false;
+    }
+    /* Plugins resolve from gradlePluginPortal() unless pluginManagement says
+     * otherwise; the default belongs to the root of a build. */
+    if (plugin_file && !plugin_repos && an->is_root && !add_portal(an, plugin_file, 0))
+        return false;
+    return wrapper(an);
+}
+
+static bool gradle_read(const char *path, const char *data, size_t len, sl_project *proj,
+                        sl_derived *out, sl_lockerr *err)
+{
+    analysis *an = calloc(1, sizeof *an);
+    if (!an) {
+        sl_lockerr_set(err, path, 0, "out of memory");
+        return false;
+    }
+    const char *base = strrchr(path, '/');
+    an->trigger_path = path;
+    an->trigger_base = base ? base + 1 : path;
+    an->trigger_data = data;
+    an->trigger_len = len;
+    an->proj = proj;
+    an->out = out;
+    an->err = err;
+    bool ok = analyse(an);
+    for (int i = 0; i < an->nd; i++)
+        free(an->d[i].url);
+    free(an->d);
+    free(an->p);
+    free(an);
+    return ok;
+}
+
+static bool gradle_recognises(const char *base)
+{
+    return strcmp(base, "gradle.lockfile") == 0 || strcmp(base, "settings.gradle") == 0 ||
+           strcmp(base, "settings.gradle.kts") == 0 || strcmp(base, "build.gradle") == 0 ||
+           strcmp(base, "build.gradle.kts") == 0;
+}
+
+const sl_lockreader sl_reader_gradle = {
+    .name = "gradle",
+    .recognises = gradle_recognises,
+    .read = gradle_read,
+};

@@ -1,0 +1,229 @@
+/* Pipenv: Pipfile.lock (LOCKFILES.md §2 "Pipenv").
+ *
+ * _meta.sources lists the indexes by name; a package resolved from an index
+ * names it in "index", and one that does not is fetched from the first
+ * source (Pipenv's default). "git"/"hg"/"svn"/"bzr" packages are cloned,
+ * "file" packages downloaded; both are built, and the build backend comes
+ * from the first source, so it is needed too (unless the file is a wheel).
+ * "path" and editable local packages add nothing (R5). Every group is read:
+ * "default", "develop" and any custom category. */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lockfile.h"
+#include "pyindex.h"
+
+static bool recognises(const char *base)
+{
+    return !strcmp(base, "Pipfile.lock");
+}
+
+typedef struct pipenv {
+    const char *path;
+    const char *data;              /* the file's bytes, to find a package's line */
+    size_t len;
+    sl_derived *out;
+    sl_lockerr *err;
+    json_t *sources;               /* array of {name, url}; may be empty */
+    bool *used;                    /* per source: some package resolves through it */
+    bool pypi_default;             /* no sources: PyPI */
+} pipenv;
+
+/* The line of the key "name": in the file (jansson keeps no positions); 0
+ * if not found. Good enough to point at the package in a message. */
+static int key_line(const pipenv *p, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i + nl + 2 <= p->len; i++) {
+        if (p->data[i] != '"' || memcmp(p->data + i + 1, name, nl) != 0 || p->data[i + nl + 1] != '"')
+            continue;
+        size_t j = i + nl + 2;
+        while (j < p->len && (p->data[j] == ' ' || p->data[j] == '\t' || p->data[j] == '\r' || p->data[j] == '\n'))
+            j++;
+        if (j < p->len && p->data[j] == ':') {
+            int line = 1;
+            for (size_t k = 0; k < i; k++)
+                line += p->data[k] == '\n';
+            return line;
+        }
+    }
+    return 0;
+}
+
+static bool fail(pipenv *p, const char *pkg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* An error about package `pkg` (NULL: about the file). */
+static bool fail(pipenv *p, const char *pkg, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sl_lockerr_set(p->err, p->path, pkg ? key_line(p, pkg) : 0, "%s", msg);
+    return false;
+}
+
+/* Mark the source named `name` as used. */
+static bool use_index(pipenv *p, const char *pkg, const char *name)
+{
+    size_t n = json_array_size(p->sources);
+    if (!name) {
+        if (n == 0)
+            p->pypi_default = true;
+        else
+            p->used[0] = true;
+        return true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *sn = json_string_value(json_object_get(json_array_get(p->sources, i), "name"));
+        if (sn && !strcmp(sn, name)) {
+            p->used[i] = true;
+            return true;
+        }
+    }
+    char a[104], b[104];
+    return fail(p, pkg, "package '%s' names index '%s', which _meta.sources does not list",
+                sl_pyshow(pkg, strlen(pkg), a, sizeof a), sl_pyshow(name, strlen(name), b, sizeof b));
+}
+
+static bool package(pipenv *p, const char *group, const char *name, json_t *v)
+{
+    char g[64], n[104];
+    sl_pyshow(name, strlen(name), n, sizeof n);
+    if (!json_is_object(v))
+        return fail(p, name, "%s.%s: a package entry is not an object",
+                    sl_pyshow(group, strlen(group), g, sizeof g), n);
+    char msg[512];
+    sl_pyprov prov = { { p->path } };
+    static const char *const vcs_keys[] = { "git", "hg", "svn", "bzr" };
+    for (size_t i = 0; i < sizeof vcs_keys / sizeof *vcs_keys; i++) {
+        json_t *u = json_object_get(v, vcs_keys[i]);
+        if (!u)
+            continue;
+        if (!json_is_string(u))
+            return fail(p, name, "%s: \"%s\" is not a string", n, vcs_keys[i]);
+        int r = sl_pyvcs_add(p->out, json_string_value(u), json_string_length(u), &prov, msg, sizeof msg);
+        if (r < 0)
+            return fail(p, name, "%s: %.280s", n, msg);
+        if (r > 0)
+            return use_index(p, name, NULL);   /* built: its backend from the default source */
+        return true;
+    }
+    json_t *file = json_object_get(v, "file");
+    if (file) {
+        if (!json_is_string(file))
+            return fail(p, name, "%s: \"file\" is not a string", n);
+        const char *u = json_string_value(file);
+        size_t ul = json_string_length(file);
+        int r = sl_pyurl_add(p->out, u, ul, &prov, msg, sizeof msg);
+        if (r < 0)
+            return fail(p, name, "%s: %.280s", n, msg);
+        if (r > 0 && !sl_pyurl_is_wheel(u, ul))
+            return use_index(p, name, NULL);
+        return true;
+    }
+    if (json_object_get(v, "path"))
+        return true;               /* local (R5) */
+    json_t *index = json_object_get(v, "index");
+    if (index && !json_is_string(index))
+        return fail(p, name, "%s: \"index\" is not a string", n);
+    return use_index(p, name, json_string_value(index));
+}
+
+static bool read_pipenv(const char *path, const char *data, size_t len, sl_project *proj,
+                        sl_derived *out, sl_lockerr *err)
+{
+    (void)proj;
+    json_error_t je;
+    json_t *root = json_loadb(data, len, 0, &je);
+    if (!root) {
+        sl_lockerr_set(err, path, je.line > 0 ? je.line : 0, "invalid JSON: %s", je.text);
+        return false;
+    }
+    pipenv p = { .path = path, .data = data, .len = len, .out = out, .err = err };
+    bool ok = true;
+    json_t *meta = json_object_get(root, "_meta");
+    if (!json_is_object(root) || !json_is_object(meta)) {
+        sl_lockerr_set(err, path, 0, "not a Pipfile.lock (no \"_meta\" object)");
+        json_decref(root);
+        return false;
+    }
+    json_t *sources = json_object_get(meta, "sources");
+    if (sources && !json_is_array(sources)) {
+        sl_lockerr_set(err, path, 0, "_meta.sources is not an array");
+        json_decref(root);
+        return false;
+    }
+    p.sources = sources ? sources : json_array();   /* none: PyPI, Pipenv's default */
+    size_t ns = json_array_size(p.sources);
+    for (size_t i = 0; i < ns; i++) {
+        json_t *s = json_array_get(p.sources, i);
+        if (!json_is_object(s) || !json_is_string(json_object_get(s, "url"))) {
+            sl_lockerr_set(err, path, 0, "_meta.sources[%zu] has no \"url\" string", i);
+            ok = false;
+            goto out;
+        }
+    }
+    p.used = calloc(ns ? ns : 1, sizeof *p.used);
+    if (!p.used)
+        abort();
+
+    const char *group;
+    json_t *pkgs;
+    json_object_foreach(root, group, pkgs) {
+        if (!strcmp(group, "_meta"))
+            continue;
+        if (!json_is_object(pkgs)) {
+            char g[104];
+            sl_lockerr_set(err, path, 0, "\"%s\" is not an object of packages",
+                           sl_pyshow(group, strlen(group), g, sizeof g));
+            ok = false;
+            goto out;
+        }
+        const char *name;
+        json_t *v;
+        json_object_foreach(pkgs, name, v) {
+            if (!package(&p, group, name, v)) {
+                ok = false;
+                goto out;
+            }
+        }
+    }
+
+    /* The indexes that some package resolves through (the lock names
+     * them, so the lock is the provenance). */
+    char msg[512];
+    sl_pyprov prov = { { path } };
+    if (p.pypi_default &&
+        sl_pyindex_add(out, SL_PYPI_SIMPLE, strlen(SL_PYPI_SIMPLE), &prov, msg, sizeof msg) < 0) {
+        sl_lockerr_set(err, path, 0, "%s", msg);
+        ok = false;
+        goto out;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        if (!p.used[i])
+            continue;
+        json_t *u = json_object_get(json_array_get(p.sources, i), "url");
+        if (sl_pyindex_add(out, json_string_value(u), json_string_length(u), &prov, msg, sizeof msg) < 0) {
+            sl_lockerr_set(err, path, 0, "_meta.sources[%zu]: %s", i, msg);
+            ok = false;
+            goto out;
+        }
+    }
+out:
+    free(p.used);
+    if (!sources)
+        json_decref(p.sources);
+    json_decref(root);
+    return ok;
+}
+
+const sl_lockreader sl_reader_pipenv = {
+    .name = "pipenv",
+    .recognises = recognises,
+    .read = read_pipenv,
+};

@@ -1,0 +1,545 @@
+/* The driver of allow-from-lockfile: the reader registry, projects (a
+ * directory and its config files, read once), and the walk over the PATHs
+ * given on the command line. Readers do the parsing; this file only
+ * decides which file goes to which reader, and in what order. */
+#include "lockfile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A lockfile of 100,000 npm packages is about 40 MiB; anything over this is
+ * not a lockfile, and reading it whole would only cost memory. */
+#define PROJECT_FILE_MAX ((size_t)64 << 20)
+/* Symlinked directories are not followed, so the tree is finite; this only
+ * bounds the recursion on absurdly deep trees. */
+#define WALK_DEPTH_MAX 128
+
+extern const sl_lockreader sl_reader_npm, sl_reader_yarn, sl_reader_pnpm, sl_reader_pip,
+    sl_reader_pipenv, sl_reader_poetry, sl_reader_uv, sl_reader_pdm, sl_reader_cargo, sl_reader_go,
+    sl_reader_bundler, sl_reader_composer, sl_reader_nuget, sl_reader_gradle, sl_reader_maven,
+    sl_reader_docker;
+
+const sl_lockreader *const sl_lockreaders[] = {
+    &sl_reader_npm, &sl_reader_yarn, &sl_reader_pnpm, &sl_reader_pip, &sl_reader_pipenv,
+    &sl_reader_poetry, &sl_reader_uv, &sl_reader_pdm, &sl_reader_cargo, &sl_reader_go,
+    &sl_reader_bundler, &sl_reader_composer, &sl_reader_nuget, &sl_reader_gradle,
+    &sl_reader_maven, &sl_reader_docker, NULL,
+};
+
+/* Directories a walk never enters: installed dependencies, VCS metadata,
+ * virtualenvs, build output and IDE state. None holds the project's own
+ * lockfiles, and some hold thousands of files named like them. */
+static const char *const skipped_dirs[] = {
+    "node_modules", ".git", "vendor", "target", ".venv", "venv", "__pycache__", ".tox",
+    "build", "dist", ".gradle", ".idea", NULL,
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        abort();                   /* out of memory: nothing sensible to do */
+    return q;
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(xrealloc(NULL, n), s, n);
+}
+
+static char *concat(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = xrealloc(NULL, la + lb + 1);
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb + 1);
+    return s;
+}
+
+void sl_lockerr_set(sl_lockerr *e, const char *file, int line, const char *fmt, ...)
+{
+    if (!e)
+        return;
+    snprintf(e->file, sizeof e->file, "%s", file ? file : "");
+    e->line = line;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    if (!e->msg[0])                /* an empty message would read as "no error" */
+        snprintf(e->msg, sizeof e->msg, "error");
+}
+
+/* ---- projects --------------------------------------------------------- */
+
+typedef struct pfile {
+    char *rel;                     /* as the reader asked for it */
+    char *path;                    /* as it is named in messages */
+    char *data;                    /* NUL-terminated; NULL when not held */
+    size_t len;
+    bool held;                     /* data is the file's bytes */
+    bool done;                     /* already read as a lockfile by the driver */
+} pfile;
+
+struct sl_project {
+    char *dir;                     /* for sl_project_dir: "." when none was given */
+    char *prefix;                  /* joined before a relative name: "", "/" or "dir/" */
+    pfile *files;
+    size_t n, cap;
+};
+
+sl_project *sl_project_new(const char *dir)
+{
+    sl_project *p = xrealloc(NULL, sizeof *p);
+    memset(p, 0, sizeof *p);
+    size_t len = dir ? strlen(dir) : 0;
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    if (len == 0) {
+        /* A lockfile named without a directory: its config files are named
+         * the same way (".npmrc", not "./.npmrc"). */
+        p->dir = xstrdup(".");
+        p->prefix = xstrdup("");
+    } else {
+        p->dir = xrealloc(NULL, len + 1);
+        memcpy(p->dir, dir, len);
+        p->dir[len] = '\0';
+        p->prefix = (len == 1 && dir[0] == '/') ? xstrdup("/") : concat(p->dir, "/");
+    }
+    return p;
+}
+
+void sl_project_free(sl_project *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->files[i].rel);
+        free(p->files[i].path);
+        free(p->files[i].data);
+    }
+    free(p->files);
+    free(p->dir);
+    free(p->prefix);
+    free(p);
+}
+
+const char *sl_project_dir(const sl_project *p)
+{
+    return p->dir;
+}
+
+static pfile *project_entry(sl_project *p, const char *rel)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->files[i].rel, rel))
+            return &p->files[i];
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 8;
+        p->files = xrealloc(p->files, p->cap * sizeof *p->files);
+    }
+    pfile *f = &p->files[p->n++];
+    memset(f, 0, sizeof *f);
+    f->rel = xstrdup(rel);
+    f->path = rel[0] == '/' ? xstrdup(rel) : concat(p->prefix, rel);
+    return f;
+}
+
+/* Read a whole regular file. Returns 1 (read), 0 (does not exist), -1
+ * (error, in err). */
+static int read_whole(const char *path, char **data, size_t *len, sl_lockerr *err)
+{
+    /* O_NONBLOCK: opening a FIFO must not hang the walk. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 0;
+        sl_lockerr_set(err, path, 0, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        sl_lockerr_set(err, path, 0, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        sl_lockerr_set(err, path, 0, "%s", S_ISDIR(st.st_mode) ? "is a directory, not a file"
+                                                               : "not a regular file");
+        close(fd);
+        return -1;
+    }
+    if ((unsigned long long)st.st_size > PROJECT_FILE_MAX) {
+        sl_lockerr_set(err, path, 0, "file too large (%lld bytes; the limit is 64 MiB)",
+                       (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    size_t cap = (size_t)st.st_size + 1, n = 0;
+    char *buf = xrealloc(NULL, cap + 1);
+    for (;;) {
+        if (n == cap) {            /* the file grew while we read it */
+            if (cap > PROJECT_FILE_MAX) {
+                sl_lockerr_set(err, path, 0, "file too large (over 64 MiB)");
+                free(buf);
+                close(fd);
+                return -1;
+            }
+            cap *= 2;
+            buf = xrealloc(buf, cap + 1);
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            sl_lockerr_set(err, path, 0, "cannot read: %s", strerror(errno));
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (n > PROJECT_FILE_MAX) {
+        sl_lockerr_set(err, path, 0, "file too large (over 64 MiB)");
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 1;
+}
+
+const char *sl_project_file(sl_project *p, const char *rel, size_t *len, const char **path_out,
+                            sl_lockerr *err)
+{
+    pfile *f = project_entry(p, rel);
+    if (path_out)
+        *path_out = f->path;
+    if (!f->held) {
+        sl_lockerr local;
+        sl_lockerr *e = err ? err : &local;
+        int r = read_whole(f->path, &f->data, &f->len, e);
+        if (r <= 0) {
+            if (r == 0 && err)
+                err->file[0] = err->msg[0] = '\0', err->line = 0;
+            if (len)
+                *len = 0;
+            return NULL;
+        }
+        f->held = true;
+    }
+    if (len)
+        *len = f->len;
+    return f->data;
+}
+
+void sl_project_put(sl_project *p, const char *rel, const char *data, size_t len)
+{
+    pfile *f = project_entry(p, rel);
+    free(f->data);
+    f->data = xrealloc(NULL, len + 1);
+    if (len)
+        memcpy(f->data, data, len);
+    f->data[len] = '\0';
+    f->len = len;
+    f->held = true;
+}
+
+/* ---- the driver ------------------------------------------------------- */
+
+typedef struct driver {
+    sl_derived *out;
+    void (*report)(void *ctx, const char *msg);
+    void *ctx;
+    int errors;
+    sl_project **projects;         /* one per directory, shared by its lockfiles */
+    size_t nprojects, capprojects;
+    struct fileid { dev_t dev, dir_dev; ino_t ino, dir; } *seen;   /* lockfiles read so far */
+    size_t nseen, capseen;
+} driver;
+
+/* Whether this file was read already for this project directory, under
+ * this name or another ("x/" and "./x/package-lock.json" on one command
+ * line); records it if not. The directory counts: a lockfile hard-linked
+ * into two projects may meet two different configs. */
+static bool seen_before(driver *drv, const sl_project *proj, const char *path)
+{
+    struct stat st, dst;
+    if (stat(path, &st) != 0 || stat(proj->dir, &dst) != 0)
+        return false;              /* reading it will report why */
+    for (size_t i = 0; i < drv->nseen; i++)
+        if (drv->seen[i].dev == st.st_dev && drv->seen[i].ino == st.st_ino &&
+            drv->seen[i].dir_dev == dst.st_dev && drv->seen[i].dir == dst.st_ino)
+            return true;
+    if (drv->nseen == drv->capseen) {
+        drv->capseen = drv->capseen ? drv->capseen * 2 : 16;
+        drv->seen = xrealloc(drv->seen, drv->capseen * sizeof *drv->seen);
+    }
+    drv->seen[drv->nseen++] = (struct fileid){ st.st_dev, dst.st_dev, st.st_ino, dst.st_ino };
+    return false;
+}
+
+static void report_err(driver *drv, const char *file, int line, const char *msg)
+{
+    char buf[4096 + sizeof(((sl_lockerr *)0)->msg) + 32];   /* a PATH_MAX path and a message */
+    if (line > 0)
+        snprintf(buf, sizeof buf, "%s:%d: %s", file, line, msg);
+    else
+        snprintf(buf, sizeof buf, "%s: %s", file, msg);
+    /* Names and messages quote untrusted bytes: no control characters
+     * reach the terminal. */
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    drv->errors++;
+    if (drv->report)
+        drv->report(drv->ctx, buf);
+}
+
+static void report_lockerr(driver *drv, const sl_lockerr *e, const char *fallback_file)
+{
+    report_err(drv, e->file[0] ? e->file : fallback_file, e->line,
+               e->msg[0] ? e->msg : "cannot be read (no reason given)");
+}
+
+/* The project of directory `dir` ("" for a lockfile named without one).
+ * Two spellings of one directory are two projects, each naming its files
+ * its own way. The latest project is the likeliest: a walk reads the
+ * lockfiles of one directory in a row. */
+static sl_project *project_for(driver *drv, const char *dir)
+{
+    sl_project *p = sl_project_new(dir);
+    for (size_t i = drv->nprojects; i-- > 0;)
+        if (!strcmp(drv->projects[i]->prefix, p->prefix)) {
+            sl_project_free(p);
+            return drv->projects[i];
+        }
+    if (drv->nprojects == drv->capprojects) {
+        drv->capprojects = drv->capprojects ? drv->capprojects * 2 : 8;
+        drv->projects = xrealloc(drv->projects, drv->capprojects * sizeof *drv->projects);
+    }
+    return drv->projects[drv->nprojects++] = p;
+}
+
+/* Whether a project file exists, without reading it. */
+static bool project_has(sl_project *p, const char *rel)
+{
+    pfile *f = project_entry(p, rel);
+    struct stat st;
+    return f->held || f->done || stat(f->path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR);
+}
+
+static bool recognised(const char *base)
+{
+    for (size_t i = 0; sl_lockreaders[i]; i++)
+        if (sl_lockreaders[i]->recognises(base))
+            return true;
+    return false;
+}
+
+/* Read one lockfile `base` in directory `dir` ("" for none) with every
+ * reader that recognises its name. */
+static void process_file(driver *drv, const char *dir, const char *base, bool named)
+{
+    if (!recognised(base)) {
+        if (named) {
+            sl_project *tmp = sl_project_new(dir);
+            char *path = concat(tmp->prefix, base);
+            report_err(drv, path, 0, "not a lockfile or package-manager config sluice knows");
+            free(path);
+            sl_project_free(tmp);
+        }
+        return;
+    }
+    sl_project *proj = project_for(drv, dir);
+
+    /* R8: npm reads npm-shrinkwrap.json and ignores package-lock.json beside
+     * it. A walk reaches the shrinkwrap by itself; a package-lock.json named
+     * on the command line stands for its project, so its shrinkwrap is read
+     * in its place. */
+    if (!strcmp(base, "package-lock.json") && project_has(proj, "npm-shrinkwrap.json")) {
+        if (named)
+            process_file(drv, dir, "npm-shrinkwrap.json", true);
+        return;
+    }
+
+    pfile *f = project_entry(proj, base);
+    if (f->done || seen_before(drv, proj, f->path))
+        return;                    /* named twice, or named and walked */
+    f->done = true;
+    sl_lockerr e = { .msg = "" };
+    size_t len;
+    const char *path;
+    const char *data = sl_project_file(proj, base, &len, &path, &e);
+    if (!data) {
+        if (e.msg[0])
+            report_lockerr(drv, &e, path);
+        else
+            report_err(drv, path, 0, "no such file (removed while being read?)");
+        return;
+    }
+    for (size_t i = 0; sl_lockreaders[i]; i++) {
+        const sl_lockreader *r = sl_lockreaders[i];
+        if (!r->recognises(base))
+            continue;
+        sl_lockerr re = { .msg = "" };
+        if (!r->read(path, data, len, proj, drv->out, &re))
+            report_lockerr(drv, &re, path);
+    }
+    /* The project entry may have moved (a reader may have looked up more
+     * files); a lockfile is not needed again: let its bytes go. */
+    f = project_entry(proj, base);
+    free(f->data);
+    f->data = NULL;
+    f->held = false;
+}
+
+static bool skipped_dir(const char *name)
+{
+    for (size_t i = 0; skipped_dirs[i]; i++)
+        if (!strcmp(name, skipped_dirs[i]))
+            return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Walk `dir` (as it is to be named: no trailing '/', except "/"): its
+ * recognised files first, then its subdirectories, each in bytewise order,
+ * so that output and errors do not depend on the file system's order. */
+static void walk(driver *drv, const char *dir, int depth)
+{
+    if (depth > WALK_DEPTH_MAX) {
+        report_err(drv, dir, 0, "directory tree too deep (over 128 levels)");
+        return;
+    }
+    DIR *dh = opendir(dir);
+    if (!dh) {
+        report_err(drv, dir, 0, strerror(errno));
+        return;
+    }
+    const char *prefix = !strcmp(dir, "/") ? "" : dir;
+    char **files = NULL, **dirs = NULL;
+    size_t nf = 0, nd = 0, capf = 0, capd = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(dh);
+        if (!de) {
+            if (errno)
+                report_err(drv, dir, 0, strerror(errno));
+            break;
+        }
+        const char *name = de->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, ".."))
+            continue;
+        bool want_file = recognised(name);
+        bool want_dir = !skipped_dir(name);
+        if (!want_file && !want_dir)
+            continue;
+        char *full = xrealloc(NULL, strlen(prefix) + strlen(name) + 2);
+        sprintf(full, "%s/%s", prefix, name);
+        unsigned char type = de->d_type;
+        struct stat st;
+        if (type == DT_UNKNOWN) {
+            if (lstat(full, &st) == 0)
+                type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG
+                                                    : S_ISLNK(st.st_mode) ? DT_LNK : DT_UNKNOWN;
+        }
+        if (type == DT_LNK) {
+            /* A symlinked lockfile is read; a symlinked directory is not
+             * entered (it may point anywhere, or back up the tree). */
+            type = (want_file && stat(full, &st) == 0 && S_ISREG(st.st_mode)) ? DT_REG
+                                                                              : DT_UNKNOWN;
+        }
+        free(full);
+        if (type == DT_REG && want_file) {
+            if (nf == capf)
+                files = xrealloc(files, (capf = capf ? capf * 2 : 16) * sizeof *files);
+            files[nf++] = xstrdup(name);
+        } else if (type == DT_DIR && want_dir) {
+            if (nd == capd)
+                dirs = xrealloc(dirs, (capd = capd ? capd * 2 : 16) * sizeof *dirs);
+            dirs[nd++] = xstrdup(name);
+        }
+    }
+    closedir(dh);
+    if (nf)
+        qsort(files, nf, sizeof *files, cmp_str);
+    if (nd)
+        qsort(dirs, nd, sizeof *dirs, cmp_str);
+    for (size_t i = 0; i < nf; i++) {
+        process_file(drv, dir, files[i], false);
+        free(files[i]);
+    }
+    for (size_t i = 0; i < nd; i++) {
+        char *sub = xrealloc(NULL, strlen(prefix) + strlen(dirs[i]) + 2);
+        sprintf(sub, "%s/%s", prefix, dirs[i]);
+        walk(drv, sub, depth + 1);
+        free(sub);
+        free(dirs[i]);
+    }
+    free(files);
+    free(dirs);
+}
+
+static void derive_path(driver *drv, const char *arg)
+{
+    size_t len = strlen(arg);
+    while (len > 1 && arg[len - 1] == '/')
+        len--;
+    char *path = xrealloc(NULL, len + 1);
+    memcpy(path, arg, len);
+    path[len] = '\0';
+
+    struct stat st;
+    if (len == 0 || stat(path, &st) != 0) {
+        report_err(drv, arg, 0, len == 0 ? "empty path" : strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        walk(drv, path, 0);
+    } else if (S_ISREG(st.st_mode)) {
+        char *slash = strrchr(path, '/');
+        if (!slash) {
+            process_file(drv, "", path, true);
+        } else {
+            const char *base = slash + 1;
+            char *dir = slash == path ? xstrdup("/") : xrealloc(NULL, (size_t)(slash - path) + 1);
+            if (slash != path) {
+                memcpy(dir, path, (size_t)(slash - path));
+                dir[slash - path] = '\0';
+            }
+            process_file(drv, dir, base, true);
+            free(dir);
+        }
+    } else {
+        report_err(drv, arg, 0, "not a regular file or directory");
+    }
+    free(path);
+}
+
+int sl_lockfiles_derive(const char *const *paths, size_t npaths, sl_derived *out,
+                        void (*report)(void *ctx, const char *msg), void *ctx)
+{
+    driver drv = { .out = out, .report = report, .ctx = ctx };
+    for (size_t i = 0; i < npaths; i++)
+        derive_path(&drv, paths[i]);
+    for (size_t i = 0; i < drv.nprojects; i++)
+        sl_project_free(drv.projects[i]);
+    free(drv.projects);
+    free(drv.seen);
+    return drv.errors;
+}

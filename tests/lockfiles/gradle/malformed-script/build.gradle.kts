@@ -1,0 +1,10 @@
+plugins {
+    `java-library`
+}
+
+repositories {
+    mavenCentral()
+    maven {
+        url = uri("https://nexus.corp.example/repository/maven-public/)
+    }
+}
