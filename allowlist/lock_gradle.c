@@ -670,8 +670,10 @@ typedef struct analysis {
     sl_derived *out;
     sl_lockerr *err;
 
-    const char *props;         /* gradle.properties */
-    size_t props_len;
+    /* gradle.properties: the project's own, then (in a subproject) the build
+     * root's, found by looking up for its settings file. */
+    const char *props[2];
+    size_t props_len[2];
 
     project *p;
     int np;
@@ -936,7 +938,10 @@ static void eval_string(const analysis *an, const tok *t, bool kts, strval *v)
             memcpy(key, name, nl);
             key[nl] = '\0';
         }
-        if (simple && an->props && props_get(an->props, an->props_len, key, val, sizeof val)) {
+        bool found = false;
+        for (int k = 0; simple && !found && k < 2; k++)
+            found = an->props[k] && props_get(an->props[k], an->props_len[k], key, val, sizeof val);
+        if (found) {
             for (const char *q = val; *q; q++)
                 sv_put(v, *q);
         } else {
@@ -1143,7 +1148,7 @@ static bool include_stmt(analysis *an, const script *sc, size_t s, size_t e)
                 ok = false;
         }
         if (!ok)
-            return an_fail(an, sc->path, t->line, "%s", "include: not a project path");
+            continue;          /* not a plain project path: nothing we can read */
         bool dup = false;
         for (int j = 0; j < an->np; j++)
             dup = dup || strcmp(an->p[j].dir, dir) == 0;
@@ -1382,6 +1387,32 @@ static bool wrapper(analysis *an)
     return true;
 }
 
+/* In a subproject analysed on its own, the build root's gradle.properties
+ * also applies: look for the settings file in the directories above. */
+static bool root_props(analysis *an)
+{
+    char rel[64] = "";
+    for (int up = 1; up <= 8; up++) {
+        strcat(rel, "../");
+        static const char *const names[] = {"settings.gradle", "settings.gradle.kts"};
+        for (int k = 0; k < 2; k++) {
+            char f[96];
+            snprintf(f, sizeof f, "%s%s", rel, names[k]);
+            size_t len;
+            const char *path;
+            bool failed;
+            if (get_file(an, f, &len, &path, &failed)) {
+                snprintf(f, sizeof f, "%sgradle.properties", rel);
+                an->props[1] = get_file(an, f, &an->props_len[1], &path, &failed);
+                return !failed;
+            }
+            if (failed)
+                return false;
+        }
+    }
+    return true;
+}
+
 static bool analyse(analysis *an)
 {
     static const char *const settings_names[2] = {"settings.gradle", "settings.gradle.kts"};
@@ -1389,12 +1420,10 @@ static bool analyse(analysis *an)
     size_t plen;
     const char *ppath;
     bool failed;
-    an->props = get_file(an, "gradle.properties", &plen, &ppath, &failed);
-    an->props_len = plen;
+    an->props[0] = get_file(an, "gradle.properties", &plen, &ppath, &failed);
+    an->props_len[0] = plen;
     if (failed)
         return false;
-    if (an->props && memchr(an->props, '\0', plen))
-        an->props = NULL;
 
     if (!grow((void **)&an->p, &an->capp, 0, sizeof an->p[0], MAX_PROJECTS))
         return an_fail(an, an->trigger_path, 0, "%s", "out of memory");
@@ -1410,6 +1439,11 @@ static bool analyse(analysis *an)
     if (failed)
         return false;
     an->is_root = has_settings || has_wrapper;
+    if (!an->is_root && !root_props(an))
+        return false;
+    for (int k = 0; k < 2; k++)
+        if (an->props[k] && memchr(an->props[k], '\0', an->props_len[k]))
+            an->props[k] = NULL;
     for (int k = 0; k < an->np; k++) {
         if (!read_script(an, an->p[k].dir, build_names, false, k, &exists))
             return false;

@@ -16,7 +16,9 @@ typedef enum sl_toml_kind {
 typedef struct sl_toml sl_toml;
 
 /* Parse a whole document. On error returns NULL, sets *errline (1-based)
- * and writes a message into err. */
+ * and writes a message into err (on success *errline is 0 and err empty).
+ * The tree does not point into data, which may be freed as soon as this
+ * returns. */
 sl_toml *sl_toml_parse(const char *data, size_t len, char *err, size_t errcap, int *errline);
 void sl_toml_free(sl_toml *root);
 

@@ -1,6 +1,8 @@
 /* Loading the policy from defaults, the INI file and the command line. */
 #include "config.h"
 
+#include "lockfile.h"
+
 #include <errno.h>
 #include <ini.h>
 #include <limits.h>
@@ -259,6 +261,33 @@ static void add_inline_allow(loader *l, const char *value, const char *where, in
     char first = value[strspn(value, " \t")];
     if (first == '#' || first == '\0')
         report(l, where, line, "allow: empty entry");
+}
+
+/* --allow-from-lockfile: the entries a locked install needs, each with the
+ * files that required it as its provenance ("derived from a, b"). */
+static void add_derived(loader *l, const sl_strv *paths)
+{
+    sl_derived *d = sl_derived_new();
+    if (!d) {
+        report(l, "--allow-from-lockfile", 0, "out of memory");
+        return;
+    }
+    int errors = sl_lockfiles_derive(paths->v, paths->n, d, report_cb, l);
+    if (errors == 0) {
+        for (size_t i = 0; i < sl_derived_count(d); i++) {
+            const char *const *files;
+            size_t nfiles;
+            const sl_entry *e = sl_derived_entry(d, i, &files, &nfiles);
+            char line[300], from[1024], err[300];
+            size_t off = (size_t)snprintf(from, sizeof from, "derived from ");
+            for (size_t k = 0; k < nfiles && off < sizeof from; k++)
+                off += (size_t)snprintf(from + off, sizeof from - off, "%s%s", k ? ", " : "", files[k]);
+            sl_entry_format(e, line, sizeof line);
+            if (!sl_allowlist_add_line(l->p->allow, line, strlen(line), from, 0, err, sizeof err))
+                report(l, from, 0, "%s: %s", line, err);
+        }
+    }
+    sl_derived_free(d);
 }
 
 /* ---- the INI file ---- */
@@ -626,6 +655,8 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
         add_allowlist_file(&l, opt->allowlist.v[i]);
     for (size_t i = 0; i < opt->allow.n; i++)
         add_inline_allow(&l, opt->allow.v[i], "--allow", 0);
+    if (opt->allow_from_lockfile.n)
+        add_derived(&l, &opt->allow_from_lockfile);
     if (opt->log) {
         free(p->log_path);
         p->log_path = xstrdup(opt->log);

@@ -30,6 +30,7 @@ typedef struct sl_options {
     sl_strv allowlist;
     sl_strv allow;
     sl_strv dns_server;
+    sl_strv allow_from_lockfile;   /* lockfiles/projects whose derived entries are added */
     const char *log;
     int workers;
 } sl_options;

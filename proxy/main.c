@@ -42,6 +42,7 @@ static const char usage[] =
     "      --listen ADDR:PORT   listen here (repeatable; replaces the config's)\n"
     "      --allowlist FILE     add an allowlist file (repeatable)\n"
     "      --allow HOST[:PORT]  add one allowlist entry (repeatable)\n"
+    "      --allow-from-lockfile PATH  add what a locked install of PATH needs (repeatable)\n"
     "      --dns-server IP[:PORT]  DNS server (repeatable; replaces the config's)\n"
     "      --log FILE           decision log ('-' is standard output)\n"
     "      --workers N          worker threads (0: one per CPU)\n"
@@ -72,17 +73,19 @@ static void options_free(sl_options *o)
     strv_free(&o->allowlist);
     strv_free(&o->allow);
     strv_free(&o->dns_server);
+    strv_free(&o->allow_from_lockfile);
 }
 
 /* Returns 0, or 2 on a usage error. */
 static int parse_options(int argc, char **argv, sl_options *o)
 {
-    enum { O_LISTEN = 256, O_ALLOWLIST, O_ALLOW, O_DNS, O_LOG, O_WORKERS };
+    enum { O_LISTEN = 256, O_ALLOWLIST, O_ALLOW, O_LOCKFILE, O_DNS, O_LOG, O_WORKERS };
     static const struct option longopts[] = {
         { "config", required_argument, NULL, 'c' },
         { "listen", required_argument, NULL, O_LISTEN },
         { "allowlist", required_argument, NULL, O_ALLOWLIST },
         { "allow", required_argument, NULL, O_ALLOW },
+        { "allow-from-lockfile", required_argument, NULL, O_LOCKFILE },
         { "dns-server", required_argument, NULL, O_DNS },
         { "log", required_argument, NULL, O_LOG },
         { "workers", required_argument, NULL, O_WORKERS },
@@ -99,6 +102,7 @@ static int parse_options(int argc, char **argv, sl_options *o)
         case O_LISTEN: strv_push(&o->listen, optarg); break;
         case O_ALLOWLIST: strv_push(&o->allowlist, optarg); break;
         case O_ALLOW: strv_push(&o->allow, optarg); break;
+        case O_LOCKFILE: strv_push(&o->allow_from_lockfile, optarg); break;
         case O_DNS: strv_push(&o->dns_server, optarg); break;
         case O_LOG: o->log = optarg; break;
         case O_WORKERS: {

@@ -1,0 +1,1212 @@
+/* sluice audit: summary, denied and suggest reports (see audit_report.h). */
+#include "audit_report.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "addr.h"
+#include "host.h"
+#include "netclass.h"
+
+#define HOST_KEEP 1024      /* longest host text kept per destination */
+#define TS_LEN 32
+#define MAX_REASONS 64      /* distinct reason strings; more fold into "other" */
+
+/* ---- small pieces ---- */
+
+static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h ? h : 1;   /* 0 marks an empty slot */
+}
+
+#define FNV0 0xcbf29ce484222325ULL
+
+/* ---- the report ---- */
+
+typedef struct rcount {
+    uint16_t reason;
+    unsigned long long allow, deny;
+    char last[TS_LEN];
+} rcount;
+
+typedef struct dest {
+    uint64_t hash;
+    char *host;
+    size_t host_len;
+    long port;              /* -1: the line had none */
+    unsigned long long allowed, denied, bytes_up, bytes_down, closes;
+    char first[TS_LEN], last[TS_LEN];
+    rcount inl[2];          /* the first reasons (most have one or two) ... */
+    rcount *ext;            /* ... and the rest */
+    size_t nreasons;
+    /* --suggest, by kind of request: [0] plain HTTP, [1] CONNECT */
+    unsigned long long sug_nal[2], sug_pna[2];
+    unsigned long long last_refused[2], last_allowed[2];   /* line ordinals */
+    bool nonpublic;
+} dest;
+
+typedef struct dslot {
+    uint32_t idx;           /* destination index + 1; 0: empty */
+    uint32_t h32;           /* part of its hash: most misses never touch the destination */
+} dslot;
+
+typedef struct open_ent {
+    uint64_t idh;           /* 0: empty */
+    unsigned long long ord;
+    uint32_t dest;
+} open_ent;
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, cap;
+    char data[];
+} chunk;
+
+struct sl_report {
+    dest *dests;
+    size_t ndests, capdests;
+    dslot *dmap;            /* open addressing; idx 0: empty */
+    size_t dmap_cap;
+
+    open_ent *open;
+    size_t nopen, open_cap;
+
+    uint64_t *clients;
+    size_t nclients, clients_cap;
+
+    char *reasons[MAX_REASONS];
+    size_t nreasons;
+
+    chunk *arena;
+
+    char from[TS_LEN], to[TS_LEN];
+    unsigned long long lines, requests, allowed, denied, closes, bytes_up, bytes_down;
+    unsigned long long malformed, unmatched, forgotten, other_events;
+    size_t nfiles;
+};
+
+sl_report *sl_report_new(void)
+{
+    return calloc(1, sizeof(sl_report));
+}
+
+void sl_report_free(sl_report *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->ndests; i++)
+        free(r->dests[i].ext);
+    free(r->dests);
+    free(r->dmap);
+    free(r->open);
+    free(r->clients);
+    for (size_t i = 0; i < r->nreasons; i++)
+        free(r->reasons[i]);
+    while (r->arena) {
+        chunk *c = r->arena;
+        r->arena = c->next;
+        free(c);
+    }
+    free(r);
+}
+
+void sl_report_malformed(sl_report *r) { r->malformed++; }
+void sl_report_set_files(sl_report *r, size_t nfiles) { r->nfiles = nfiles; }
+
+static char *arena_copy(sl_report *r, const char *s, size_t n)
+{
+    if (!r->arena || r->arena->cap - r->arena->used < n + 1) {
+        size_t cap = n + 1 > 65536 ? n + 1 : 65536;
+        chunk *c = malloc(sizeof *c + cap);
+        if (!c)
+            return NULL;
+        c->next = r->arena;
+        c->used = 0;
+        c->cap = cap;
+        r->arena = c;
+    }
+    char *p = r->arena->data + r->arena->used;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    r->arena->used += n + 1;
+    return p;
+}
+
+/* ---- destinations: host and port ---- */
+
+static bool dmap_grow(sl_report *r)
+{
+    size_t cap = r->dmap_cap ? r->dmap_cap * 2 : 1024;
+    dslot *m = calloc(cap, sizeof *m);
+    if (!m)
+        return false;
+    for (size_t i = 0; i < r->ndests; i++) {
+        size_t j = r->dests[i].hash & (cap - 1);
+        while (m[j].idx)
+            j = (j + 1) & (cap - 1);
+        m[j] = (dslot){ (uint32_t)i + 1, (uint32_t)(r->dests[i].hash >> 32) };
+    }
+    free(r->dmap);
+    r->dmap = m;
+    r->dmap_cap = cap;
+    return true;
+}
+
+static dest *get_dest(sl_report *r, const char *host, size_t len, long port)
+{
+    uint64_t h = mix(hash_bytes(&port, sizeof port, hash_bytes(host, len, FNV0)));
+    if (r->dmap_cap) {
+        for (size_t j = h & (r->dmap_cap - 1); r->dmap[j].idx; j = (j + 1) & (r->dmap_cap - 1)) {
+            if (r->dmap[j].h32 != (uint32_t)(h >> 32))
+                continue;
+            dest *d = &r->dests[r->dmap[j].idx - 1];
+            if (d->hash == h && d->port == port && d->host_len == len && memcmp(d->host, host, len) == 0)
+                return d;
+        }
+    }
+    if ((r->ndests + 1) * 2 > r->dmap_cap && !dmap_grow(r))
+        return NULL;
+    if (r->ndests == r->capdests) {
+        size_t cap = r->capdests ? r->capdests * 2 : 256;
+        dest *d = realloc(r->dests, cap * sizeof *d);
+        if (!d)
+            return NULL;
+        r->dests = d;
+        r->capdests = cap;
+    }
+    dest *d = &r->dests[r->ndests];
+    memset(d, 0, sizeof *d);
+    d->host = arena_copy(r, host, len);
+    if (!d->host)
+        return NULL;
+    d->host_len = len;
+    d->port = port;
+    d->hash = h;
+    size_t j = h & (r->dmap_cap - 1);
+    while (r->dmap[j].idx)
+        j = (j + 1) & (r->dmap_cap - 1);
+    r->dmap[j] = (dslot){ (uint32_t)r->ndests + 1, (uint32_t)(h >> 32) };
+    r->ndests++;
+    return d;
+}
+
+/* ---- reasons ---- */
+
+static int reason_index(sl_report *r, const sl_astr *s)
+{
+    if (!s->esc)
+        for (size_t i = 0; i < r->nreasons; i++)
+            if (strncmp(r->reasons[i], s->p, s->len) == 0 && r->reasons[i][s->len] == '\0')
+                return (int)i;
+    char buf[64];
+    size_t n = sl_astr_decode(s, buf, sizeof buf);
+    for (size_t i = 0; i < r->nreasons; i++)
+        if (strcmp(r->reasons[i], buf) == 0)
+            return (int)i;
+    if (r->nreasons == MAX_REASONS - 1) {
+        buf[0] = '\0';
+        strcpy(buf, "other");
+        for (size_t i = 0; i < r->nreasons; i++)
+            if (strcmp(r->reasons[i], buf) == 0)
+                return (int)i;
+    }
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, buf, n + 1);
+    r->reasons[r->nreasons] = copy;
+    return (int)r->nreasons++;
+}
+
+static const rcount *reason_at(const dest *d, size_t i)
+{
+    return i < 2 ? &d->inl[i] : &d->ext[i - 2];
+}
+
+static rcount *dest_reason(dest *d, int reason)
+{
+    for (size_t i = 0; i < d->nreasons; i++)
+        if (reason_at(d, i)->reason == reason)
+            return (rcount *)reason_at(d, i);
+    rcount *rc;
+    if (d->nreasons < 2) {
+        rc = &d->inl[d->nreasons];
+    } else {
+        rc = realloc(d->ext, (d->nreasons - 1) * sizeof *rc);
+        if (!rc)
+            return NULL;
+        d->ext = rc;
+        rc = &d->ext[d->nreasons - 2];
+    }
+    d->nreasons++;
+    memset(rc, 0, sizeof *rc);
+    rc->reason = (uint16_t)reason;
+    return rc;
+}
+
+/* A destination's reasons, most frequent first (free the result). */
+static rcount *sorted_reasons(const sl_report *r, const dest *d);
+
+
+/* ---- clients: a set of address hashes ---- */
+
+static bool client_add(sl_report *r, const sl_astr *s)
+{
+    char buf[128];
+    size_t n = sl_astr_decode(s, buf, sizeof buf);
+    /* "127.0.0.1:50122" and "[::1]:50122": the address, not the port. */
+    char *colon = memrchr(buf, ':', n);
+    if (colon && colon > buf) {
+        bool digits = colon[1] != '\0';
+        for (char *p = colon + 1; *p; p++)
+            digits = digits && *p >= '0' && *p <= '9';
+        if (digits)
+            n = (size_t)(colon - buf);
+    }
+    uint64_t h = mix(hash_bytes(buf, n, FNV0));
+    if ((r->nclients + 1) * 2 > r->clients_cap) {
+        size_t cap = r->clients_cap ? r->clients_cap * 2 : 256;
+        uint64_t *m = calloc(cap, sizeof *m);
+        if (!m)
+            return false;
+        for (size_t i = 0; i < r->clients_cap; i++) {
+            if (!r->clients[i])
+                continue;
+            size_t j = r->clients[i] & (cap - 1);
+            while (m[j])
+                j = (j + 1) & (cap - 1);
+            m[j] = r->clients[i];
+        }
+        free(r->clients);
+        r->clients = m;
+        r->clients_cap = cap;
+    }
+    size_t j = h & (r->clients_cap - 1);
+    while (r->clients[j]) {
+        if (r->clients[j] == h)
+            return true;
+        j = (j + 1) & (r->clients_cap - 1);
+    }
+    r->clients[j] = h;
+    r->nclients++;
+    return true;
+}
+
+/* ---- connections allowed and not yet closed: id -> destination ---- */
+
+static bool open_rebuild(sl_report *r, size_t cap, unsigned long long keep_after)
+{
+    open_ent *m = calloc(cap, sizeof *m);
+    if (!m)
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < r->open_cap; i++) {
+        open_ent *e = &r->open[i];
+        if (!e->idh)
+            continue;
+        if (e->ord <= keep_after) {
+            r->forgotten++;
+            continue;
+        }
+        size_t j = e->idh & (cap - 1);
+        while (m[j].idh)
+            j = (j + 1) & (cap - 1);
+        m[j] = *e;
+        n++;
+    }
+    free(r->open);
+    r->open = m;
+    r->open_cap = cap;
+    r->nopen = n;
+    return true;
+}
+
+static int cmp_ull(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The map is full: forget the oldest quarter. */
+static bool open_forget_oldest(sl_report *r)
+{
+    unsigned long long *ords = malloc(r->nopen * sizeof *ords);
+    if (!ords)
+        return false;
+    size_t n = 0;
+    for (size_t i = 0; i < r->open_cap; i++)
+        if (r->open[i].idh)
+            ords[n++] = r->open[i].ord;
+    qsort(ords, n, sizeof *ords, cmp_ull);
+    unsigned long long cut = ords[n / 4];
+    free(ords);
+    return open_rebuild(r, r->open_cap, cut);
+}
+
+static bool open_put(sl_report *r, uint64_t idh, unsigned long long ord, uint32_t d)
+{
+    if (r->nopen >= SL_REPORT_OPEN_MAX && !open_forget_oldest(r))
+        return false;
+    if ((r->nopen + 1) * 2 > r->open_cap && !open_rebuild(r, r->open_cap ? r->open_cap * 2 : 1024, 0))
+        return false;
+    size_t j = idh & (r->open_cap - 1);
+    while (r->open[j].idh) {
+        if (r->open[j].idh == idh) {   /* the same id again: the newer one wins */
+            r->open[j].ord = ord;
+            r->open[j].dest = d;
+            return true;
+        }
+        j = (j + 1) & (r->open_cap - 1);
+    }
+    r->open[j] = (open_ent){ idh, ord, d };
+    r->nopen++;
+    return true;
+}
+
+/* Remove and return the destination index + 1, or 0. */
+static uint32_t open_take(sl_report *r, uint64_t idh)
+{
+    if (!r->open_cap)
+        return 0;
+    size_t mask = r->open_cap - 1, j = idh & mask;
+    while (r->open[j].idh && r->open[j].idh != idh)
+        j = (j + 1) & mask;
+    if (!r->open[j].idh)
+        return 0;
+    uint32_t d = r->open[j].dest + 1;
+    /* Backward-shift deletion keeps every probe chain unbroken. */
+    size_t hole = j;
+    for (size_t k = (j + 1) & mask; r->open[k].idh; k = (k + 1) & mask) {
+        size_t home = r->open[k].idh & mask;
+        bool movable = hole <= k ? (home <= hole || home > k) : (home <= hole && home > k);
+        if (movable) {
+            r->open[hole] = r->open[k];
+            hole = k;
+        }
+    }
+    r->open[hole].idh = 0;
+    r->nopen--;
+    return d;
+}
+
+/* ---- taking lines in ---- */
+
+/* ts is NUL-terminated, shorter than TS_LEN. */
+static void ts_minmax(char *first, char *last, const char *ts, size_t len)
+{
+    if (!len)
+        return;
+    if (!first[0] || strcmp(ts, first) < 0)
+        memcpy(first, ts, len + 1);
+    if (!last[0] || strcmp(ts, last) > 0)
+        memcpy(last, ts, len + 1);
+}
+
+static int suggest_reason(const sl_astr *reason)
+{
+    if (sl_astr_eq(reason, "not_allowlisted"))
+        return 0;
+    if (sl_astr_eq(reason, "port_not_allowed"))
+        return 1;
+    return -1;
+}
+
+bool sl_report_line(sl_report *r, const sl_afields *f)
+{
+    char ts[TS_LEN];
+    r->lines++;
+    size_t tslen = sl_astr_decode(&f->ts, ts, sizeof ts);
+    ts_minmax(r->from, r->to, ts, tslen);
+
+    if (sl_astr_eq(&f->event, "decision")) {
+        char host[HOST_KEEP];
+        size_t hlen = sl_astr_decode(&f->host, host, sizeof host);
+        long port = f->port.set && f->port.v <= 65535 ? (long)f->port.v : -1;
+        dest *d = get_dest(r, host, hlen, port);
+        if (!d)
+            return false;
+        bool allow = sl_astr_eq(&f->decision, "allow");
+        int reason = reason_index(r, f->reason.set ? &f->reason : &(sl_astr){ "(none)", 6, false, true });
+        if (reason < 0)
+            return false;
+        rcount *rc = dest_reason(d, reason);
+        if (!rc)
+            return false;
+        r->requests++;
+        if (allow) {
+            r->allowed++;
+            d->allowed++;
+            rc->allow++;
+        } else {
+            r->denied++;
+            d->denied++;
+            rc->deny++;
+            if (tslen && strcmp(ts, rc->last) > 0)
+                memcpy(rc->last, ts, tslen + 1);
+        }
+        ts_minmax(d->first, d->last, ts, tslen);
+        if (f->client.set && !client_add(r, &f->client))
+            return false;
+        int kind = sl_astr_eq(&f->method, "CONNECT") ? 1 : 0;
+        if (allow) {
+            d->last_allowed[kind] = r->lines;
+            if (f->id.set && !open_put(r, mix(hash_bytes(f->id.p, f->id.len, FNV0)), r->lines,
+                                       (uint32_t)(d - r->dests)))
+                return false;
+        } else {
+            int s = suggest_reason(&f->reason);
+            if (s == 0)
+                d->sug_nal[kind]++;
+            else if (s == 1)
+                d->sug_pna[kind]++;
+            if (s >= 0)
+                d->last_refused[kind] = r->lines;
+            if (sl_astr_eq(&f->reason, "non_public_address"))
+                d->nonpublic = true;
+        }
+    } else if (sl_astr_eq(&f->event, "close")) {
+        unsigned long long up = f->bytes_up.set ? f->bytes_up.v : 0;
+        unsigned long long down = f->bytes_down.set ? f->bytes_down.v : 0;
+        r->closes++;
+        r->bytes_up += up;
+        r->bytes_down += down;
+        uint32_t d = f->id.set ? open_take(r, mix(hash_bytes(f->id.p, f->id.len, FNV0))) : 0;
+        if (d) {
+            dest *dd = &r->dests[d - 1];
+            dd->bytes_up += up;
+            dd->bytes_down += down;
+            dd->closes++;
+        } else {
+            r->unmatched++;
+        }
+    } else {
+        r->other_events++;
+    }
+    return true;
+}
+
+void sl_report_get_totals(const sl_report *r, sl_report_totals *t)
+{
+    memset(t, 0, sizeof *t);
+    t->lines = r->lines;
+    t->requests = r->requests;
+    t->allowed = r->allowed;
+    t->denied = r->denied;
+    t->closes = r->closes;
+    t->bytes_up = r->bytes_up;
+    t->bytes_down = r->bytes_down;
+    t->clients = r->nclients;
+    t->destinations = r->ndests;
+    t->malformed = r->malformed;
+    t->unmatched_closes = r->unmatched;
+    t->forgotten_open = r->forgotten;
+}
+
+/* ---- output helpers ---- */
+
+/* A valid UTF-8 sequence at s: its code point and length, or length 0. */
+static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned c = s[0];
+    size_t need;
+    uint32_t v;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf) {
+        need = 2;
+        v = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        need = 3;
+        v = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 4;
+        v = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < need)
+        return 0;
+    for (size_t i = 1; i < need; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if ((need == 3 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
+        (need == 4 && (v < 0x10000 || v > 0x10ffff)))
+        return 0;
+    *cp = v;
+    return need;
+}
+
+void sl_audit_json_str(FILE *out, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    putc('"', out);
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            putc((int)c, out);
+            i++;
+            continue;
+        }
+        if (c == '"' || c == '\\') {
+            putc('\\', out);
+            putc((int)c, out);
+            i++;
+            continue;
+        }
+        if (c == '\n' || c == '\r' || c == '\t') {
+            fputs(c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t", out);
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t n = c < 0x80 ? 1 : utf8_decode(s + i, len - i, &cp);
+        if (c < 0x80)
+            cp = c;
+        if (n == 0) {
+            cp = 0xfffd;
+            n = 1;
+        }
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            fprintf(out, "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+        } else {
+            fprintf(out, "\\u%04x", cp);
+        }
+        i += n;
+    }
+    putc('"', out);
+}
+
+size_t sl_audit_text(FILE *out, const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t cols = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\') {
+            putc(s[i], out);
+            cols++;
+        } else {
+            fprintf(out, "\\x%02x", s[i]);
+            cols += 4;
+        }
+    }
+    return cols;
+}
+
+static void pad(FILE *out, size_t have, size_t want)
+{
+    for (; have < want; have++)
+        putc(' ', out);
+}
+
+/* host:port for a person: IPv6 in brackets, no port when there was none. */
+static size_t print_dest(FILE *out, const dest *d)
+{
+    size_t cols = 0;
+    bool v6 = memchr(d->host, ':', d->host_len) != NULL;
+    if (d->host_len == 0)
+        cols += (size_t)fprintf(out, "(no host)");
+    else {
+        if (v6)
+            cols += (size_t)fprintf(out, "[");
+        cols += sl_audit_text(out, d->host, d->host_len);
+        if (v6)
+            cols += (size_t)fprintf(out, "]");
+    }
+    if (d->port >= 0)
+        cols += (size_t)fprintf(out, ":%ld", d->port);
+    return cols;
+}
+
+/* Columns print_dest takes. */
+static size_t dest_width(const dest *d)
+{
+    size_t w = d->host_len ? 0 : 9;
+    for (size_t i = 0; i < d->host_len; i++) {
+        unsigned char c = (unsigned char)d->host[i];
+        w += c >= 0x20 && c < 0x7f && c != '\\' ? 1 : 4;
+    }
+    if (memchr(d->host, ':', d->host_len))
+        w += 2;
+    if (d->port >= 0)
+        w += d->port >= 10000 ? 6 : d->port >= 1000 ? 5 : d->port >= 100 ? 4 : d->port >= 10 ? 3 : 2;
+    return w;
+}
+
+static void human_bytes(char *buf, size_t cap, unsigned long long v)
+{
+    static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double x = (double)v;
+    size_t u = 0;
+    while (x >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+        x /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%llu B", v);
+    else
+        snprintf(buf, cap, "%.1f %s", x, units[u]);
+}
+
+/* "2026-12-02T09:00:00.123456Z" -> "2026-12-02T09:00:00Z" for tables. */
+static const char *short_ts(const char *ts, char *buf, size_t cap)
+{
+    if (!ts[0])
+        return "-";
+    const char *dot = strchr(ts, '.');
+    if (dot && strlen(ts) >= 20 && ts[strlen(ts) - 1] == 'Z')
+        snprintf(buf, cap, "%.*sZ", (int)(dot - ts), ts);
+    else
+        snprintf(buf, cap, "%s", ts);
+    return buf;
+}
+
+static bool parse_ts(const char *ts, double *out)
+{
+    struct tm tm = { 0 };
+    int n = 0;
+    if (sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &n) != 6)
+        return false;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    double frac = 0;
+    if (ts[n] == '.')
+        frac = strtod(ts + n, NULL);
+    *out = (double)timegm(&tm) + frac;
+    return true;
+}
+
+static void print_span(FILE *out, const char *from, const char *to)
+{
+    double a, b;
+    if (!parse_ts(from, &a) || !parse_ts(to, &b) || b < a)
+        return;
+    unsigned long long s = (unsigned long long)(b - a);
+    unsigned long long d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;
+    if (d)
+        fprintf(out, " (%llud %lluh %llum)", d, h, m);
+    else if (h)
+        fprintf(out, " (%lluh %llum %llus)", h, m, sec);
+    else if (m)
+        fprintf(out, " (%llum %llus)", m, sec);
+    else
+        fprintf(out, " (%.3f s)", b - a);
+}
+
+static void json_ts(FILE *out, const char *ts)
+{
+    if (ts[0])
+        sl_audit_json_str(out, ts, strlen(ts));
+    else
+        fputs("null", out);
+}
+
+static void json_dest_key(FILE *out, const dest *d)
+{
+    fputs("\"host\":", out);
+    sl_audit_json_str(out, d->host, d->host_len);
+    if (d->port >= 0)
+        fprintf(out, ",\"port\":%ld", d->port);
+    else
+        fputs(",\"port\":null", out);
+}
+
+/* ---- --summary ---- */
+
+static const sl_report *sort_ctx;
+
+static int cmp_dest_host(const dest *a, const dest *b)
+{
+    size_t n = a->host_len < b->host_len ? a->host_len : b->host_len;
+    int c = memcmp(a->host, b->host, n);
+    if (c)
+        return c;
+    if (a->host_len != b->host_len)
+        return a->host_len < b->host_len ? -1 : 1;
+    return a->port < b->port ? -1 : a->port > b->port;
+}
+
+static int cmp_summary(const void *x, const void *y)
+{
+    const dest *a = &sort_ctx->dests[*(const uint32_t *)x], *b = &sort_ctx->dests[*(const uint32_t *)y];
+    unsigned long long na = a->allowed + a->denied, nb = b->allowed + b->denied;
+    if (na != nb)
+        return na > nb ? -1 : 1;
+    return cmp_dest_host(a, b);
+}
+
+static int cmp_rcount(const void *x, const void *y);
+
+static rcount *sorted_reasons(const sl_report *r, const dest *d)
+{
+    rcount *rs = malloc((d->nreasons + 1) * sizeof *rs);
+    if (!rs)
+        return NULL;
+    for (size_t k = 0; k < d->nreasons; k++)
+        rs[k] = *reason_at(d, k);
+    sort_ctx = r;
+    qsort(rs, d->nreasons, sizeof *rs, cmp_rcount);
+    return rs;
+}
+
+static uint32_t *sorted_dests(const sl_report *r)
+{
+    uint32_t *idx = malloc((r->ndests + 1) * sizeof *idx);
+    if (!idx)
+        return NULL;
+    for (size_t i = 0; i < r->ndests; i++)
+        idx[i] = (uint32_t)i;
+    sort_ctx = r;
+    qsort(idx, r->ndests, sizeof *idx, cmp_summary);
+    return idx;
+}
+
+static int cmp_rcount(const void *x, const void *y)
+{
+    const rcount *a = x, *b = y;
+    unsigned long long na = a->allow + a->deny, nb = b->allow + b->deny;
+    if (na != nb)
+        return na > nb ? -1 : 1;
+    return strcmp(sort_ctx->reasons[a->reason], sort_ctx->reasons[b->reason]);
+}
+
+static void print_notes(const sl_report *r, FILE *out)
+{
+    if (r->malformed)
+        fprintf(out, "note: %llu line%s could not be read as log lines and %s skipped\n", r->malformed,
+                r->malformed == 1 ? "" : "s", r->malformed == 1 ? "was" : "were");
+    if (r->unmatched)
+        fprintf(out, "note: %llu close line%s had no matching decision in these logs: "
+                     "their bytes count in the totals only\n",
+                r->unmatched, r->unmatched == 1 ? "" : "s");
+    if (r->forgotten)
+        fprintf(out, "note: more than %u connections were open at once; %llu were forgotten "
+                     "(their bytes count in the totals only)\n",
+                SL_REPORT_OPEN_MAX, r->forgotten);
+}
+
+void sl_report_summary(const sl_report *r, FILE *out, bool json)
+{
+    uint32_t *idx = sorted_dests(r);
+    if (!idx) {
+        fputs("sluice: audit: out of memory\n", stderr);
+        return;
+    }
+    if (json) {
+        fputs("{\"mode\":\"summary\",\"from\":", out);
+        json_ts(out, r->from);
+        fputs(",\"to\":", out);
+        json_ts(out, r->to);
+        fprintf(out, ",\"files\":%zu,\"lines\":%llu,\"clients\":%zu,"
+                     "\"totals\":{\"requests\":%llu,\"allowed\":%llu,\"denied\":%llu,"
+                     "\"bytes_up\":%llu,\"bytes_down\":%llu,\"closes\":%llu},"
+                     "\"malformed_lines\":%llu,\"unmatched_closes\":%llu,\"forgotten_open\":%llu,"
+                     "\"hosts\":[",
+                r->nfiles, r->lines, r->nclients, r->requests, r->allowed, r->denied, r->bytes_up,
+                r->bytes_down, r->closes, r->malformed, r->unmatched, r->forgotten);
+        for (size_t i = 0; i < r->ndests; i++) {
+            const dest *d = &r->dests[idx[i]];
+            fputs(i ? ",{" : "{", out);
+            json_dest_key(out, d);
+            fprintf(out, ",\"requests\":%llu,\"allowed\":%llu,\"denied\":%llu,\"reasons\":{",
+                    d->allowed + d->denied, d->allowed, d->denied);
+            rcount *rs = sorted_reasons(r, d);
+            for (size_t k = 0; rs && k < d->nreasons; k++) {
+                if (k)
+                    putc(',', out);
+                const char *name = r->reasons[rs[k].reason];
+                sl_audit_json_str(out, name, strlen(name));
+                fprintf(out, ":%llu", rs[k].allow + rs[k].deny);
+            }
+            free(rs);
+            fprintf(out, "},\"bytes_up\":%llu,\"bytes_down\":%llu,\"first_seen\":", d->bytes_up,
+                    d->bytes_down);
+            json_ts(out, d->first);
+            fputs(",\"last_seen\":", out);
+            json_ts(out, d->last);
+            putc('}', out);
+        }
+        fputs("]}\n", out);
+        free(idx);
+        return;
+    }
+
+    char up[32], down[32], b1[TS_LEN], b2[TS_LEN];
+    fprintf(out, "sluice audit: %zu file%s, %llu lines", r->nfiles, r->nfiles == 1 ? "" : "s", r->lines);
+    if (r->from[0]) {
+        fprintf(out, ", %s .. %s", r->from, r->to);
+        print_span(out, r->from, r->to);
+    }
+    human_bytes(up, sizeof up, r->bytes_up);
+    human_bytes(down, sizeof down, r->bytes_down);
+    fprintf(out, "\n%llu request%s: %llu allowed, %llu denied; %zu client%s; %s up, %s down\n",
+            r->requests, r->requests == 1 ? "" : "s", r->allowed, r->denied, r->nclients,
+            r->nclients == 1 ? "" : "s", up, down);
+    if (r->ndests) {
+        size_t w = 9;
+        for (size_t i = 0; i < r->ndests; i++) {
+            size_t dw = dest_width(&r->dests[i]);
+            if (dw > w)
+                w = dw;
+        }
+        if (w > 48)
+            w = 48;
+        fputs("\n", out);
+        fputs("HOST:PORT", out);
+        pad(out, 9, w);
+        fputs("  ALLOWED   DENIED         UP       DOWN  FIRST SEEN            LAST SEEN             REASONS\n", out);
+        for (size_t i = 0; i < r->ndests; i++) {
+            const dest *d = &r->dests[idx[i]];
+            pad(out, print_dest(out, d), w);
+            human_bytes(up, sizeof up, d->bytes_up);
+            human_bytes(down, sizeof down, d->bytes_down);
+            fprintf(out, "  %7llu  %7llu  %9s  %9s  %-20s  %-20s ", d->allowed, d->denied, up, down,
+                    short_ts(d->first, b1, sizeof b1), short_ts(d->last, b2, sizeof b2));
+            rcount *rs = sorted_reasons(r, d);
+            for (size_t k = 0; rs && k < d->nreasons; k++)
+                fprintf(out, " %s %llu", r->reasons[rs[k].reason], rs[k].allow + rs[k].deny);
+            free(rs);
+            putc('\n', out);
+        }
+    }
+    print_notes(r, out);
+    free(idx);
+}
+
+/* ---- --denied ---- */
+
+typedef struct drow {
+    uint32_t dest;
+    uint16_t reason;
+    unsigned long long count;
+    const char *last;
+} drow;
+
+static int cmp_drow(const void *x, const void *y)
+{
+    const drow *a = x, *b = y;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
+    int c = cmp_dest_host(&sort_ctx->dests[a->dest], &sort_ctx->dests[b->dest]);
+    if (c)
+        return c;
+    return strcmp(sort_ctx->reasons[a->reason], sort_ctx->reasons[b->reason]);
+}
+
+void sl_report_denied(const sl_report *r, FILE *out, bool json)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->ndests; i++)
+        for (size_t k = 0; k < r->dests[i].nreasons; k++)
+            n += reason_at(&r->dests[i], k)->deny > 0;
+    drow *rows = malloc((n + 1) * sizeof *rows);
+    if (!rows) {
+        fputs("sluice: audit: out of memory\n", stderr);
+        return;
+    }
+    n = 0;
+    for (size_t i = 0; i < r->ndests; i++)
+        for (size_t k = 0; k < r->dests[i].nreasons; k++) {
+            const rcount *rc = reason_at(&r->dests[i], k);
+            if (rc->deny)
+                rows[n++] = (drow){ (uint32_t)i, rc->reason, rc->deny, rc->last };
+        }
+    sort_ctx = r;
+    qsort(rows, n, sizeof *rows, cmp_drow);
+    if (json) {
+        fprintf(out, "{\"mode\":\"denied\",\"denied_requests\":%llu,\"denied\":[", r->denied);
+        for (size_t i = 0; i < n; i++) {
+            fputs(i ? ",{" : "{", out);
+            json_dest_key(out, &r->dests[rows[i].dest]);
+            fputs(",\"reason\":", out);
+            const char *name = r->reasons[rows[i].reason];
+            sl_audit_json_str(out, name, strlen(name));
+            fprintf(out, ",\"count\":%llu,\"last_seen\":", rows[i].count);
+            json_ts(out, rows[i].last);
+            putc('}', out);
+        }
+        fputs("]}\n", out);
+        free(rows);
+        return;
+    }
+    if (n == 0) {
+        fprintf(out, "no request was denied (%llu request%s read)\n", r->requests,
+                r->requests == 1 ? "" : "s");
+    } else {
+        size_t w = 9, rw = 6;
+        for (size_t i = 0; i < n; i++) {
+            size_t dw = dest_width(&r->dests[rows[i].dest]);
+            size_t l = strlen(r->reasons[rows[i].reason]);
+            w = dw > w ? dw : w;
+            rw = l > rw ? l : rw;
+        }
+        if (w > 48)
+            w = 48;
+        fputs("  COUNT  HOST:PORT", out);
+        pad(out, 9, w);
+        fputs("  REASON", out);
+        pad(out, 6, rw);
+        fputs("  LAST SEEN\n", out);
+        char b[TS_LEN];
+        for (size_t i = 0; i < n; i++) {
+            fprintf(out, "%7llu  ", rows[i].count);
+            pad(out, print_dest(out, &r->dests[rows[i].dest]), w);
+            fputs("  ", out);
+            pad(out, sl_audit_text(out, r->reasons[rows[i].reason], strlen(r->reasons[rows[i].reason])), rw);
+            fprintf(out, "  %s\n", short_ts(rows[i].last, b, sizeof b));
+        }
+    }
+    print_notes(r, out);
+    free(rows);
+}
+
+/* ---- --suggest ---- */
+
+typedef struct sugg {
+    char line[300];
+    unsigned long long nal, pna;
+    bool kinds[2];
+    const char *last;
+    uint32_t dest;
+} sugg;
+
+typedef struct skipped {
+    uint32_t dest;
+    unsigned long long count;
+    char why[200];
+} skipped;
+
+/* Note a destination not suggested (counts of one destination merge). */
+static void skip(skipped *kv, size_t *nk, uint32_t di, unsigned long long count, const char *why)
+{
+    if (*nk > 0 && kv[*nk - 1].dest == di) {
+        kv[*nk - 1].count += count;
+        return;
+    }
+    skipped *k = &kv[(*nk)++];
+    k->dest = di;
+    k->count = count;
+    snprintf(k->why, sizeof k->why, "%s", why);
+}
+
+static int cmp_sugg_line(const void *x, const void *y)
+{
+    return strcmp(((const sugg *)x)->line, ((const sugg *)y)->line);
+}
+
+static int cmp_sugg_count(const void *x, const void *y)
+{
+    const sugg *a = x, *b = y;
+    unsigned long long na = a->nal + a->pna, nb = b->nal + b->pna;
+    if (na != nb)
+        return na > nb ? -1 : 1;
+    return strcmp(a->line, b->line);
+}
+
+static int cmp_idx_host(const void *x, const void *y)
+{
+    const dest *a = &sort_ctx->dests[*(const uint32_t *)x], *b = &sort_ctx->dests[*(const uint32_t *)y];
+    return cmp_dest_host(a, b);
+}
+
+static bool same_host(const dest *a, const dest *b)
+{
+    return a->host_len == b->host_len && memcmp(a->host, b->host, a->host_len) == 0;
+}
+
+static void print_reasons_comment(FILE *out, const sugg *s)
+{
+    unsigned long long n = s->nal + s->pna;
+    fprintf(out, "# %llu request%s, ", n, n == 1 ? "" : "s");
+    if (s->nal && s->pna)
+        fprintf(out, "not_allowlisted %llu, port_not_allowed %llu", s->nal, s->pna);
+    else
+        fputs(s->nal ? "not_allowlisted" : "port_not_allowed", out);
+    char b[TS_LEN];
+    if (s->last && s->last[0])
+        fprintf(out, ", last %s", short_ts(s->last, b, sizeof b));
+}
+
+void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports *connect_ports,
+                       const sl_ports *http_ports)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < r->ndests; i++)
+        cap += (r->dests[i].sug_nal[0] + r->dests[i].sug_pna[0] > 0) +
+               (r->dests[i].sug_nal[1] + r->dests[i].sug_pna[1] > 0);
+    sugg *sv = calloc(cap + 1, sizeof *sv);
+    skipped *kv = calloc(r->ndests + 1, sizeof *kv);
+    uint32_t *idx = malloc((r->ndests + 1) * sizeof *idx);
+    if (!sv || !kv || !idx) {
+        fputs("sluice: audit: out of memory\n", stderr);
+        goto out;
+    }
+    /* Group destinations by host: a host refused anywhere as
+     * non_public_address is never suggested, on any port. */
+    for (size_t i = 0; i < r->ndests; i++)
+        idx[i] = (uint32_t)i;
+    sort_ctx = r;
+    qsort(idx, r->ndests, sizeof *idx, cmp_idx_host);
+    size_t ns = 0, nk = 0;
+    for (size_t g = 0; g < r->ndests;) {
+        size_t e = g;
+        bool nonpublic = false;
+        while (e < r->ndests && same_host(&r->dests[idx[e]], &r->dests[idx[g]])) {
+            nonpublic = nonpublic || r->dests[idx[e]].nonpublic;
+            e++;
+        }
+        for (size_t i = g; i < e; i++) {
+            const dest *d = &r->dests[idx[i]];
+            for (int kind = 1; kind >= 0; kind--) {
+                unsigned long long n = d->sug_nal[kind] + d->sug_pna[kind];
+                if (n == 0)
+                    continue;
+                if (d->last_allowed[kind] > d->last_refused[kind])
+                    continue;   /* allowed since: already in the allowlist */
+                char why[200];
+                if (nonpublic) {
+                    skip(kv, &nk, idx[i], n, "refused as non_public_address");
+                    continue;
+                }
+                char text[SL_HOST_MAX + 3];
+                const char *err = NULL;
+                sl_host h;
+                bool v6 = memchr(d->host, ':', d->host_len) != NULL;
+                size_t tl = 0;
+                if (d->host_len + 2 < sizeof text) {
+                    if (v6)
+                        text[tl++] = '[';
+                    memcpy(text + tl, d->host, d->host_len);
+                    tl += d->host_len;
+                    if (v6)
+                        text[tl++] = ']';
+                }
+                if (tl == 0 || !sl_host_parse(text, tl, &h, &err)) {
+                    snprintf(why, sizeof why, "not a host an allowlist can name (%s)",
+                             err ? err : d->host_len ? "too long" : "empty");
+                    skip(kv, &nk, idx[i], n, why);
+                    continue;
+                }
+                if (d->port < 1 || d->port > 65535) {
+                    skip(kv, &nk, idx[i], n, "no port");
+                    continue;
+                }
+                if (h.kind != SL_HOST_NAME) {
+                    char scratch[128];
+                    sl_verdict v = sl_classify(&h.addr, (sl_cidr_list){ NULL, 0 },
+                                               (sl_cidr_list){ NULL, 0 }, scratch, sizeof scratch);
+                    if (!v.is_public) {
+                        snprintf(why, sizeof why, "not a public address (%s): it would need allow_cidr",
+                                 v.why);
+                        skip(kv, &nk, idx[i], n, why);
+                        continue;
+                    }
+                }
+                sugg *s = &sv[ns++];
+                sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports, s->line,
+                                     sizeof s->line);
+                s->nal = d->sug_nal[kind];
+                s->pna = d->sug_pna[kind];
+                s->kinds[kind] = true;
+                s->last = d->last;
+                s->dest = idx[i];
+            }
+        }
+        g = e;
+    }
+    /* One line may come from both kinds (a bare host: CONNECT :443 and HTTP :80). */
+    qsort(sv, ns, sizeof *sv, cmp_sugg_line);
+    size_t m = 0;
+    for (size_t i = 0; i < ns; i++) {
+        if (m && strcmp(sv[m - 1].line, sv[i].line) == 0) {
+            sugg *t = &sv[m - 1];
+            t->nal += sv[i].nal;
+            t->pna += sv[i].pna;
+            t->kinds[0] |= sv[i].kinds[0];
+            t->kinds[1] |= sv[i].kinds[1];
+            if (sv[i].last && (!t->last || strcmp(sv[i].last, t->last) > 0))
+                t->last = sv[i].last;
+            continue;
+        }
+        sv[m++] = sv[i];
+    }
+    ns = m;
+    qsort(sv, ns, sizeof *sv, cmp_sugg_count);
+
+    if (json) {
+        fputs("{\"mode\":\"suggest\",\"suggestions\":[", out);
+        for (size_t i = 0; i < ns; i++) {
+            const sugg *s = &sv[i];
+            fputs(i ? ",{\"line\":" : "{\"line\":", out);
+            sl_audit_json_str(out, s->line, strlen(s->line));
+            fprintf(out, ",\"requests\":%llu,\"reasons\":{", s->nal + s->pna);
+            if (s->nal)
+                fprintf(out, "\"not_allowlisted\":%llu%s", s->nal, s->pna ? "," : "");
+            if (s->pna)
+                fprintf(out, "\"port_not_allowed\":%llu", s->pna);
+            fprintf(out, "},\"methods\":[%s%s%s],\"last_seen\":", s->kinds[1] ? "\"CONNECT\"" : "",
+                    s->kinds[1] && s->kinds[0] ? "," : "", s->kinds[0] ? "\"HTTP\"" : "");
+            json_ts(out, s->last ? s->last : "");
+            putc('}', out);
+        }
+        fputs("],\"skipped\":[", out);
+        for (size_t i = 0; i < nk; i++) {
+            fputs(i ? ",{" : "{", out);
+            json_dest_key(out, &r->dests[kv[i].dest]);
+            fprintf(out, ",\"requests\":%llu,\"why\":", kv[i].count);
+            sl_audit_json_str(out, kv[i].why, strlen(kv[i].why));
+            putc('}', out);
+        }
+        fputs("]}\n", out);
+        goto out;
+    }
+    fprintf(out, "# sluice audit --suggest: %zu allowlist line%s for requests refused as "
+                 "not_allowlisted or port_not_allowed.\n"
+                 "# Review each one: these are what was tried, not necessarily what is needed.\n",
+            ns, ns == 1 ? "" : "s");
+    size_t w = 0;
+    for (size_t i = 0; i < ns; i++) {
+        size_t l = strlen(sv[i].line);
+        w = l > w ? l : w;
+    }
+    if (w > 40)
+        w = 40;
+    for (size_t i = 0; i < ns; i++) {
+        fputs(sv[i].line, out);
+        pad(out, strlen(sv[i].line), w);
+        fputs("  ", out);
+        print_reasons_comment(out, &sv[i]);
+        putc('\n', out);
+    }
+    for (size_t i = 0; i < nk; i++) {
+        fputs("# not suggested: ", out);
+        print_dest(out, &r->dests[kv[i].dest]);
+        fprintf(out, " (%llu request%s): ", kv[i].count, kv[i].count == 1 ? "" : "s");
+        sl_audit_text(out, kv[i].why, strlen(kv[i].why));
+        putc('\n', out);
+    }
+out:
+    free(sv);
+    free(kv);
+    free(idx);
+}
