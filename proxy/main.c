@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -340,6 +341,22 @@ static bool bind_all(const sl_policy *p, int nworkers, char *err, size_t errcap)
     return true;
 }
 
+/* Each client costs two descriptors (more while connecting to several
+ * addresses): take the hard limit, as max_clients may need it. */
+static void raise_fd_limit(int max_clients)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)max_clients * 2 + 64)
+        fprintf(stderr, "sluice: note: the open-file limit (%llu) is low for max_clients %d\n",
+                (unsigned long long)rl.rlim_cur, max_clients);
+}
+
 static int cmd_run(void)
 {
     char err[400];
@@ -359,6 +376,7 @@ static int cmd_run(void)
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit(p->max_clients);
     g_shared.policy = p;
     g_nworkers = p->workers;
     int rc = 1;
