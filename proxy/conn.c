@@ -20,6 +20,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "splice.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
@@ -319,6 +320,7 @@ void conn_close(conn *c, const char *end)
         sl_metrics_tunnel(-1);
     if (c->x.dns)
         sl_dns_cancel(c->x.dns);
+    splice_free(c);
     if (c->x.up_head)
         evbuffer_free(c->x.up_head);
     if (c->up)

@@ -91,6 +91,7 @@ typedef struct conn {
     sl_addr up_addr;
     bool cli_eof_first;           /* which side ended a tunnel first */
     bool cli_paused, up_paused;   /* reading stopped until the partner drains */
+    struct splice_state *sp;      /* a bulk tunnel relayed by splice(2) */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
     exchange x;

@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "metrics.h"
 #include "reply.h"
+#include "splice.h"
 #include "tls_sni.h"
 
 /* Raw bytes sluice holds while waiting for a ClientHello: the handshake
@@ -159,6 +160,17 @@ static void maybe_shutdown(conn *c, bool to_client)
     }
 }
 
+/* A tunnel that has carried a bulk's worth of bytes, and has nothing left
+ * in its buffers, hands its sockets to the splice relay. */
+static void maybe_splice(conn *c)
+{
+    if (c->sp || c->cli_eof || c->up_eof || c->x.bytes_up + c->x.bytes_down < SPLICE_AFTER_BYTES ||
+        evbuffer_get_length(bufferevent_get_input(c->cli)) || evbuffer_get_length(bufferevent_get_input(c->up)) ||
+        evbuffer_get_length(bufferevent_get_output(c->cli)) || evbuffer_get_length(bufferevent_get_output(c->up)))
+        return;
+    splice_start(c);
+}
+
 void tunnel_on_read(conn *c, bool from_client)
 {
     if (c->state == CS_SNI) {
@@ -193,5 +205,9 @@ void tunnel_on_drained(conn *c, bool to_client)
         return;
     relay_drained(c, to_client);
     maybe_shutdown(c, to_client);
-    maybe_finish(c);
+    if (c->cli_eof && c->up_eof) {
+        maybe_finish(c);
+        return;
+    }
+    maybe_splice(c);
 }
