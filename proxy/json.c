@@ -48,6 +48,21 @@ size_t sl_json_escape(char *out, size_t cap, const char *str, size_t len)
     if (cap == 0)
         return 0;
     for (size_t i = 0; i < len;) {
+        /* Fast path: a run of printable ASCII that needs no escape. */
+        size_t run = i;
+        while (run < len && s[run] >= 0x20 && s[run] < 0x7f && s[run] != '"' && s[run] != '\\')
+            run++;
+        if (run > i) {
+            size_t n = run - i;
+            if (o + n >= cap)
+                n = cap - 1 - o;
+            memcpy(out + o, s + i, n);
+            o += n;
+            i += n;
+            if (i < run)
+                break;   /* out of room */
+            continue;
+        }
         char tmp[8];
         const char *piece = tmp;
         size_t plen, adv = 1;
@@ -157,9 +172,17 @@ static void number(sl_json *j, const char *k, const char *text)
 
 void sl_json_int(sl_json *j, const char *k, long long v)
 {
-    char tmp[32];
-    snprintf(tmp, sizeof tmp, "%lld", v);
-    number(j, k, tmp);
+    /* By hand: printf's machinery costs more than the rest of a field. */
+    char tmp[24], *p = tmp + sizeof tmp;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    *--p = '\0';
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    number(j, k, p);
 }
 
 void sl_json_ms(sl_json *j, const char *k, double ms)

@@ -286,12 +286,45 @@ void sl_log_close(void)
     pthread_mutex_unlock(&lock);
 }
 
+static void digits(char *p, long v, int n)
+{
+    for (int i = n - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+}
+
 void sl_log_timestamp(char *dst, size_t cap)
 {
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
+    /* gmtime_r once per second per thread; the rest by hand (this runs for
+     * every log line). */
+    static _Thread_local time_t cached_sec = -1;
+    static _Thread_local struct tm cached_tm;
+    if (ts.tv_sec != cached_sec) {
+        gmtime_r(&ts.tv_sec, &cached_tm);
+        cached_sec = ts.tv_sec;
+    }
+    tm = cached_tm;
+    if (cap >= 28 && tm.tm_year + 1900 < 10000) {
+        char *p = dst;
+        digits(p, tm.tm_year + 1900, 4);
+        p[4] = '-';
+        digits(p + 5, tm.tm_mon + 1, 2);
+        p[7] = '-';
+        digits(p + 8, tm.tm_mday, 2);
+        p[10] = 'T';
+        digits(p + 11, tm.tm_hour, 2);
+        p[13] = ':';
+        digits(p + 14, tm.tm_min, 2);
+        p[16] = ':';
+        digits(p + 17, tm.tm_sec, 2);
+        p[19] = '.';
+        digits(p + 20, ts.tv_nsec / 1000, 6);
+        p[26] = 'Z';
+        p[27] = '\0';
+        return;
+    }
     snprintf(dst, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
 }
