@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "allowlist.h"
 #include "audit_input.h"
@@ -12,6 +13,7 @@
 #include "audit_verify.h"
 
 #define SHOWN_WARNINGS 10   /* malformed lines named one by one; then only counted */
+#define KEEP_OPEN 8         /* up to this many logs stay open from their first line on */
 
 static const char usage[] =
     "usage: sluice audit [--summary|--denied|--suggest|--verify] [--json] [--follow] LOG...\n"
@@ -276,6 +278,19 @@ static int parse_args(int argc, char **argv, run *r, FILE *err)
     return 0;
 }
 
+/* Whether paths[i] names the same file as an earlier argument. */
+static bool given_before(char **paths, size_t i)
+{
+    struct stat here, earlier;
+    if (strcmp(paths[i], "-") == 0 || stat(paths[i], &here) != 0)
+        return false;
+    for (size_t k = 0; k < i; k++)
+        if (strcmp(paths[k], "-") != 0 && stat(paths[k], &earlier) == 0 && here.st_dev == earlier.st_dev &&
+            here.st_ino == earlier.st_ino)
+            return true;
+    return false;
+}
+
 int sl_audit_main(int argc, char **argv, FILE *out, FILE *err)
 {
     run r = { .out = out, .err = err };
@@ -289,22 +304,29 @@ int sl_audit_main(int argc, char **argv, FILE *out, FILE *err)
     size_t n = (size_t)(argc - optind);
     sl_ain_first *firsts = calloc(n, sizeof *firsts);
     bool *done = calloc(n, sizeof *done);
-    sl_ain *stdin_in = NULL;
+    sl_ain **kept = calloc(n, sizeof *kept);
     size_t nstdin = 0;
     struct sigaction sa, old_int, old_term;
     bool handlers = false;
-    if (!firsts || !done) {
+    if (!firsts || !done || !kept) {
         fprintf(err, "sluice: audit: out of memory\n");
         rc = 1;
         goto out;
     }
 
     /* Every log's first line, first: it says where the log belongs, and a
-     * log that cannot be read stops us before any output. */
+     * log that cannot be read stops us before any output. A few logs stay
+     * open from here on, so that a log rotated meanwhile (--follow) is still
+     * the file whose first line was read; standard input always does. */
     for (size_t i = 0; i < n; i++) {
         char msg[600];
         if (strcmp(paths[i], "-") == 0 && ++nstdin > 1) {
             fprintf(err, "sluice: audit: '-' (standard input) given more than once\n");
+            rc = 2;
+            continue;
+        }
+        if (given_before(paths, i)) {
+            fprintf(err, "sluice: audit: %s: given more than once\n", paths[i]);
             rc = 2;
             continue;
         }
@@ -319,8 +341,8 @@ int sl_audit_main(int argc, char **argv, FILE *out, FILE *err)
             fprintf(err, "sluice: audit: %s\n", sl_ain_error(in));
             rc = 2;
         }
-        if (sl_ain_is_stdin(in))
-            stdin_in = in;
+        if (sl_ain_is_stdin(in) || n <= KEEP_OPEN)
+            kept[i] = in;
         else
             sl_ain_close(in);
     }
@@ -353,11 +375,9 @@ int sl_audit_main(int argc, char **argv, FILE *out, FILE *err)
             have = sl_verify_position(r.verify, &stream, &seq);
         size_t i = sl_ain_pick_next(firsts, done, n, have, stream, seq);
         done[i] = true;
-        sl_ain *in;
-        if (strcmp(paths[i], "-") == 0) {
-            in = stdin_in;
-            stdin_in = NULL;
-        } else {
+        sl_ain *in = kept[i];
+        kept[i] = NULL;
+        if (!in) {
             char msg[600];
             in = sl_ain_open(paths[i], msg, sizeof msg);
             if (!in) {
@@ -389,7 +409,9 @@ out:
         sigaction(SIGTERM, &old_term, NULL);
     }
     fflush(out);
-    sl_ain_close(stdin_in);
+    for (size_t i = 0; kept && i < n; i++)
+        sl_ain_close(kept[i]);
+    free(kept);
     sl_report_free(r.report);
     sl_verify_free(r.verify);
     free(firsts);

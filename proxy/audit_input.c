@@ -168,6 +168,8 @@ static sl_ain_status read_problem(sl_ain *in, bool at_eof)
 {
     int errnum = Z_OK;
     const char *msg = gzerror(in->gz, &errnum);
+    if (strncmp(msg, "<fd:", 4) == 0 && strstr(msg, ": "))
+        msg = strstr(msg, ": ") + 2;    /* zlib names the descriptor; we name the file */
     if (errnum == Z_ERRNO) {
         snprintf(in->err, sizeof in->err, "%s: read error: %s", in->name, strerror(errno));
         return SL_AIN_ERROR;
@@ -225,8 +227,7 @@ static sl_ain_status emit(sl_ain *in, sl_aline *out, size_t len, bool complete, 
     out->lineno = in->lineno;
     out->complete = complete;
     in->start = in->scan = next;
-    /* Callers may write into the line; unread restores what they see. */
-    in->last = *out;
+    in->last = *out;        /* for sl_ain_unread */
     in->last_status = SL_AIN_LINE;
     in->idle_due = true;
     return SL_AIN_LINE;
@@ -320,7 +321,20 @@ sl_ain_status sl_ain_next(sl_ain *in, sl_aline *out)
             return SL_AIN_ERROR;
         if (n < 0) {
             sl_ain_status st = read_problem(in, false);
-            return st == SL_AIN_EOF ? SL_AIN_ERROR : st;
+            if (st == SL_AIN_EOF) {
+                snprintf(in->err, sizeof in->err, "%s: read error", in->name);
+                return SL_AIN_ERROR;
+            }
+            if (st != SL_AIN_BADGZ)
+                return st;
+            if (!in->badgz_reported) {
+                in->badgz_reported = true;
+                return st;
+            }
+            /* Said once: what is left is the end of this file. */
+            if (!in->skipping && in->end > in->start)
+                return emit(in, out, in->end - in->start, false, in->end);
+            return SL_AIN_EOF;
         }
         if (!stopped(in)) {
             sl_ain_status st = follow_wait(in, out);
@@ -860,7 +874,11 @@ sl_ain_status sl_ain_peek_first(sl_ain *in, sl_ain_first *first)
             }
         }
     }
-    if (st == SL_AIN_LINE || st == SL_AIN_LONG)
+    if (st == SL_AIN_BADGZ) {
+        memset(&in->last, 0, sizeof in->last);
+        in->last_status = st;
+    }
+    if (st == SL_AIN_LINE || st == SL_AIN_LONG || st == SL_AIN_BADGZ)
         sl_ain_unread(in);
     return st;
 }

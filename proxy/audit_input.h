@@ -41,7 +41,7 @@ sl_ain *sl_ain_open(const char *path, char *err, size_t errcap);
  * which is read until it ends anyway. */
 void sl_ain_follow(sl_ain *in, volatile sig_atomic_t *stop);
 sl_ain_status sl_ain_next(sl_ain *in, sl_aline *out);
-/* The next sl_ain_next returns the same line (or LONG) again; a caller that
+/* The next sl_ain_next returns the same line (or LONG, or BADGZ) again; a caller that
  * wrote into the text restores it first. */
 void sl_ain_unread(sl_ain *in);
 const char *sl_ain_name(const sl_ain *in);   /* the path; "<stdin>" for "-" */

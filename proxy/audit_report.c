@@ -218,9 +218,9 @@ static int reason_index(sl_report *r, const sl_astr *s)
     for (size_t i = 0; i < r->nreasons; i++)
         if (strcmp(r->reasons[i], buf) == 0)
             return (int)i;
-    if (r->nreasons == MAX_REASONS - 1) {
-        buf[0] = '\0';
-        strcpy(buf, "other");
+    if (r->nreasons >= MAX_REASONS - 1) {
+        /* Too many kinds: the rest count as "other" (the last slot). */
+        n = (size_t)snprintf(buf, sizeof buf, "other");
         for (size_t i = 0; i < r->nreasons; i++)
             if (strcmp(r->reasons[i], buf) == 0)
                 return (int)i;

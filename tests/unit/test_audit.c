@@ -900,6 +900,18 @@ static void test_verify_reads_gzip_and_files_in_any_order(void **state)
     assert_non_null(strstr(err_text, "short.gz:"));
     assert_int_equal(audit("--summary", tpath("short.gz"), NULL), 1);
     assert_non_null(strstr(out_text, "sluice audit: 1 file"));   /* what could be read */
+
+    /* a gzip file corrupt in the middle: said once, and the end */
+    for (size_t i = gl / 2; i < gl / 2 + 16; i++)
+        gz[i] ^= 0x5a;
+    h = fopen(tpath("corrupt.gz"), "wb");
+    fwrite(gz, 1, gl, h);
+    fclose(h);
+    assert_int_equal(audit("--verify", tpath("corrupt.gz"), NULL), 1);
+    assert_non_null(strstr(err_text, "corrupt.gz:"));
+    assert_int_equal(audit("--summary", tpath("corrupt.gz"), NULL), 1);
+    assert_non_null(strstr(err_text, "compressed data is corrupt"));
+    assert_non_null(strstr(out_text, "sluice audit: 1 file"));
 }
 
 static void test_reads_standard_input(void **state)
@@ -941,6 +953,8 @@ static void test_reads_standard_input(void **state)
     assert_int_equal(jint(j, "denied_requests"), 6);
     json_decref(j);
     assert_int_equal(audit("--verify", "-", "-", NULL), 2);
+    assert_int_equal(audit("--verify", tpath("in.0"), tpath("in.1"), tpath("in.0"), NULL), 2);
+    assert_non_null(strstr(err_text, "in.0: given more than once"));
 }
 
 static void test_usage_errors_exit_2(void **state)
@@ -974,6 +988,31 @@ static void test_summary_skips_and_counts_malformed_lines(void **state)
     json_decref(j);
     assert_non_null(strstr(err_text, "m.log:21: not valid JSON"));
     assert_non_null(strstr(err_text, "m.log:23: last line is incomplete"));
+}
+
+static void test_many_kinds_of_reason_fold_into_other(void **state)
+{
+    (void)state;
+    sl_report *r = sl_report_new();
+    char line[400];
+    for (unsigned i = 0; i < 200; i++) {
+        int len = snprintf(line, sizeof line,
+                           "{\"event\":\"decision\",\"id\":\"%u\",\"host\":\"h.test\",\"port\":443,"
+                           "\"decision\":\"deny\",\"reason\":\"reason_%u\"}",
+                           i, i);
+        sl_afields f;
+        assert_true(sl_aline_scan(line, (size_t)len, &f, NULL, NULL));
+        assert_true(sl_report_line(r, &f));
+    }
+    FILE *out = tmpfile();
+    sl_report_summary(r, out, true);
+    slurp(out, out_text, sizeof out_text);
+    json_t *j = out_json();
+    json_t *reasons = json_object_get(json_array_get(json_object_get(j, "hosts"), 0), "reasons");
+    assert_int_equal(json_object_size(reasons), 64);
+    assert_int_equal(jint(reasons, "other"), 200 - 63);
+    json_decref(j);
+    sl_report_free(r);
 }
 
 /* ---- the open-connection map is bounded ---- */
@@ -1074,6 +1113,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reads_standard_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_errors_exit_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_summary_skips_and_counts_malformed_lines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_kinds_of_reason_fold_into_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_connection_map_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_keeps_reading_across_rotation, setup, teardown),
     };

@@ -1,0 +1,307 @@
+"""`sluice audit` on the logs a real gate writes: the summary adds up to what
+was sent, --suggest output fed back into the allowlist lets the refused
+requests through, and --verify accepts the log, across a SIGUSR1 rotation,
+and names the line for each kind of tampering."""
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from sluicetest.checks import STANDARD_ALLOW
+from sluicetest.client import Conn, connect, echo_both_ways
+from sluicetest.pattern import pattern
+from sluicetest.proc import SANITIZER_MARKERS, sanitizer_env
+
+
+def audit(sluice_bin, *args, timeout=120):
+    """Run `sluice audit ARGS`; fail on a sanitizer report."""
+    r = subprocess.run([str(sluice_bin), "audit", *map(str, args)], capture_output=True,
+                       env=sanitizer_env(), timeout=timeout)
+    err = r.stderr.decode("utf-8", "replace")
+    assert not any(m in err for m in SANITIZER_MARKERS), f"sanitizer report from audit:\n{err}"
+    return r.returncode, r.stdout.decode("utf-8", "replace"), err
+
+
+def tunnel(s, target, payload):
+    """CONNECT to an echo service, send payload, read it back; close."""
+    resp, conn = connect(s.port, target)
+    assert resp.status == 200, resp
+    assert echo_both_ways(conn.sock, payload) == payload
+    conn.close()
+    return conn.local_port
+
+
+def refused(s, target):
+    resp, conn = connect(s.port, target)
+    conn.close()
+    assert resp.status in (403, 502, 504), resp
+    return resp.decision[1] if resp.decision else None
+
+
+def mixed_traffic(s):
+    """Three echo tunnels and four refusals. Returns what was sent."""
+    sizes = [1000, 23456, 77]
+    for i, n in enumerate(sizes):
+        tunnel(s, "origin.test:9000", pattern(n, seed=i))
+    assert refused(s, "denied.test:443") == "not_allowlisted"
+    assert refused(s, "denied.test:443") == "not_allowlisted"
+    assert refused(s, "origin.test:8443") == "port_not_allowed"
+    with Conn(s.port) as c:
+        assert c.request("GET", "http://private.test/").status == 403
+    s.wait_count(lambda l: l.get("event") == "close", len(sizes), what="close lines")
+    return sizes
+
+
+def test_summary_json_totals_equal_what_was_sent(sluice, sluice_bin):
+    s = sluice(allow=STANDARD_ALLOW)
+    sizes = mixed_traffic(s)
+    s.stop()
+    rc, out, err = audit(sluice_bin, "--summary", "--json", s.log_path)
+    assert rc == 0, err
+    j = json.loads(out)
+    t = j["totals"]
+    assert t["requests"] == len(sizes) + 4
+    assert t["allowed"] == len(sizes)
+    assert t["denied"] == 4
+    assert t["bytes_up"] == sum(sizes)
+    assert t["bytes_down"] == sum(sizes)
+    assert t["closes"] == len(sizes)
+    assert j["clients"] == 1
+    assert j["lines"] == len(s.log_lines(complete=True))
+    assert j["malformed_lines"] == 0 and j["unmatched_closes"] == 0
+    hosts = {(h["host"], h["port"]): h for h in j["hosts"]}
+    o = hosts[("origin.test", 9000)]
+    assert (o["allowed"], o["denied"], o["bytes_up"], o["bytes_down"]) == (3, 0, sum(sizes), sum(sizes))
+    assert o["reasons"] == {"allowlisted": 3}
+    assert hosts[("denied.test", 443)]["reasons"] == {"not_allowlisted": 2}
+    assert hosts[("origin.test", 8443)]["reasons"] == {"port_not_allowed": 1}
+    assert hosts[("private.test", 80)]["reasons"] == {"non_public_address": 1}
+    lines = s.log_lines()
+    assert j["from"] == lines[0]["ts"] and j["to"] == max(l["ts"] for l in lines)
+
+    # --denied: most frequent first; the table names the same
+    rc, out, err = audit(sluice_bin, "--denied", "--json", s.log_path)
+    assert rc == 0, err
+    d = json.loads(out)["denied"]
+    assert (d[0]["host"], d[0]["port"], d[0]["reason"], d[0]["count"]) == \
+        ("denied.test", 443, "not_allowlisted", 2)
+    assert {(r["host"], r["reason"]) for r in d[1:]} == \
+        {("origin.test", "port_not_allowed"), ("private.test", "non_public_address")}
+    rc, out, err = audit(sluice_bin, s.log_path)
+    assert rc == 0, err
+    assert f"{len(sizes) + 4} requests: {len(sizes)} allowed, 4 denied; 1 client" in out
+
+
+def test_suggest_appended_to_the_allowlist_and_reloaded_lets_the_refused_requests_pass(sluice, sluice_bin):
+    s = sluice(allow=["origin.test:9000", "private.test:9000"])
+    assert refused(s, "origin2.test:9000") == "not_allowlisted"
+    assert refused(s, "origin.test:8080") == "port_not_allowed"
+    assert refused(s, "[2c0f:fff0::1]:9000") == "not_allowlisted"
+    assert refused(s, "private.test:9000") == "non_public_address"
+    with Conn(s.port) as c:
+        r = c.request("GET", "http://origin2.test/bytes/10")
+        assert r.status == 403 and r.decision == ("deny", "not_allowlisted"), r
+
+    rc, out, err = audit(sluice_bin, "--suggest", s.log_path)
+    assert rc == 0, err
+    entries = [l.split("#")[0].strip() for l in out.splitlines() if l.split("#")[0].strip()]
+    assert sorted(entries) == sorted(["origin2.test:9000", "origin.test:8080", "[2c0f:fff0::1]:9000",
+                                      "origin2.test"]), out
+    for line in out.splitlines():
+        if not line.startswith("#"):
+            assert "#" in line and re.search(r"# \d+ requests?, (not_allowlisted|port_not_allowed)", line), line
+            assert "private" not in line, line
+
+    s.write_allowlist(["origin.test:9000", "private.test:9000"] + out.splitlines())
+    ok, line = s.reload()
+    assert ok, line
+    tunnel(s, "origin2.test:9000", b"now allowed")
+    resp, conn = connect(s.port, "origin.test:8080")     # an HTTP origin: the tunnel opens
+    assert resp.status == 200, resp
+    conn.close()
+    tunnel(s, "[2c0f:fff0::1]:9000", b"v6 too")
+    with Conn(s.port) as c:
+        r = c.request("GET", "http://origin2.test/bytes/10")
+        assert r.status == 200, r
+    assert refused(s, "private.test:9000") == "non_public_address"
+
+    # nothing left to suggest: each was allowed after it was refused
+    rc, out, err = audit(sluice_bin, "--suggest", "--json", s.log_path)
+    assert rc == 0, err
+    assert json.loads(out)["suggestions"] == []
+
+
+def _open_positions(pid, path):
+    """Read offsets of the descriptors process pid has open on path."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != str(path):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                out.append(int(re.search(r"^pos:\s*(\d+)", f.read(), re.M).group(1)))
+        except (OSError, AttributeError):
+            continue
+    return out
+
+
+def wait_open(p, path, timeout=15.0):
+    """Wait until process p has path open."""
+    deadline = time.monotonic() + timeout
+    while not _open_positions(p.pid, path):
+        assert p.poll() is None, f"audit exited early: {p.communicate()}"
+        assert time.monotonic() < deadline, f"audit did not open {path}"
+        time.sleep(0.02)
+
+
+def wait_caught_up(pid, path, timeout=15.0):
+    """Wait until process pid has path open and has read it to its end."""
+    size = path.stat().st_size
+    deadline = time.monotonic() + timeout
+    while size not in _open_positions(pid, path):
+        assert time.monotonic() < deadline, f"audit --follow did not read {path} to its end"
+        time.sleep(0.05)
+
+
+def _run_for_verify(s):
+    tunnel(s, "origin.test:9000", b"a" * 500)
+    for target in ("denied.test:443", "origin.test:8443", "denied.test:443"):
+        refused(s, target)
+    tunnel(s, "origin.test:9000", b"b" * 1500)
+    s.wait_count(lambda l: l.get("event") == "close", 2, what="close lines")
+
+
+def _ok_line(out, n, stream):
+    return out == f"ok: {n} lines, stream {stream}\n"
+
+
+TAMPERING = ["edited", "deleted", "swapped", "inserted", "truncated"]
+
+
+@pytest.mark.parametrize("kind", TAMPERING)
+def test_verify_passes_on_the_real_log_and_names_the_tampered_line(sluice, sluice_bin, tmp_path, kind):
+    s = sluice(allow=STANDARD_ALLOW)
+    _run_for_verify(s)
+    s.stop()
+    lines = s.log_lines(complete=True)
+    rc, out, err = audit(sluice_bin, "--verify", s.log_path)
+    assert rc == 0, err
+    assert _ok_line(out, len(lines), lines[0]["stream"]), out
+
+    raw = s.log_path.read_bytes().split(b"\n")[:-1]
+    assert len(raw) >= 7
+    tail = b"\n"
+    if kind == "edited":
+        k = next(i for i, l in enumerate(raw) if b'"event":"close"' in l)
+        raw[k] = re.sub(rb'"bytes_up":(\d+)', lambda m: b'"bytes_up":%d' % (int(m.group(1)) + 1), raw[k])
+        bad, what = k + 1, "chain mismatch"
+    elif kind == "deleted":
+        del raw[3]
+        bad, what = 4, "seq 5 follows seq 3"
+    elif kind == "swapped":
+        raw[2], raw[3] = raw[3], raw[2]
+        bad, what = 3, "seq 4 follows seq 2"
+    elif kind == "inserted":
+        raw.insert(4, raw[1])
+        bad, what = 5, "seq 2 follows seq 4"
+    else:
+        raw[-1] = raw[-1][: len(raw[-1]) // 2]
+        tail = b""
+        bad, what = len(raw), "last line is incomplete (truncated)"
+    tampered = tmp_path / f"{kind}.log"
+    tampered.write_bytes(b"\n".join(raw) + tail)
+    rc, out, err = audit(sluice_bin, "--verify", tampered)
+    assert rc == 1, (out, err)
+    assert err.startswith(f"{tampered}:{bad}: "), err
+    assert what in err, err
+    assert "ok:" not in out
+
+    rc, out, err = audit(sluice_bin, "--verify", "--json", tampered)
+    assert rc == 1
+    j = json.loads(out)
+    assert j["ok"] is False and j["line"] == bad and j["file"] == str(tampered), j
+
+
+def test_verify_across_a_log_rotated_with_sigusr1(sluice, sluice_bin, tmp_path):
+    s = sluice(allow=STANDARD_ALLOW)
+    _run_for_verify(s)
+    rotated = s.log_path.with_suffix(".1")
+    s.log_path.rename(rotated)
+    s.signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while not (s.log_path.exists() and s.log_lines()):
+        refused(s, "denied.test:443")
+        assert time.monotonic() < deadline, "no new log file after SIGUSR1"
+    _run_for_verify(s)
+    s.stop()
+    old = [json.loads(l) for l in rotated.read_bytes().splitlines()]
+    new = s.log_lines(complete=True)
+    assert "continues_seq" in new[0], new[0]
+    total = len(old) + len(new)
+    stream = old[0]["stream"]
+
+    for files in ([rotated, s.log_path], [s.log_path, rotated]):
+        rc, out, err = audit(sluice_bin, "--verify", *files)
+        assert rc == 0, err
+        assert _ok_line(out, total, stream), out
+
+    # logrotate's compress: the older file gzip'd, read as is
+    gz = tmp_path / "decisions.log.1.gz"
+    gz.write_bytes(gzip.compress(rotated.read_bytes()))
+    rc, out, err = audit(sluice_bin, "--verify", s.log_path, gz)
+    assert rc == 0, err
+    assert _ok_line(out, total, stream), out
+    rc, out, err = audit(sluice_bin, "--summary", "--json", gz, s.log_path)
+    assert rc == 0, err
+    j = json.loads(out)
+    assert j["lines"] == total and j["unmatched_closes"] == 0
+    assert j["totals"]["closes"] == 4
+
+    # the newer file alone: checked from where it starts, and says so
+    rc, out, err = audit(sluice_bin, "--verify", s.log_path)
+    assert rc == 0, err
+    assert f"ok: {len(new)} lines, stream {stream} (seq {new[0]['seq']}.." in out
+
+    # the line that carries the continuation deleted: named in the new file
+    raw = s.log_path.read_bytes().split(b"\n")
+    cut = tmp_path / "decisions.log"
+    cut.write_bytes(b"\n".join(raw[1:]))
+    rc, out, err = audit(sluice_bin, "--verify", rotated, cut)
+    assert rc == 1, out
+    assert err.startswith(f"{cut}:1: seq {new[1]['seq']} follows seq {old[-1]['seq']}"), err
+
+
+def test_follow_verifies_a_growing_log_across_rotation(sluice, sluice_bin):
+    s = sluice(allow=STANDARD_ALLOW)
+    refused(s, "denied.test:443")      # a refusal's line is on disk before its reply
+    p = subprocess.Popen([str(sluice_bin), "audit", "--verify", "--follow", str(s.log_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sanitizer_env())
+    try:
+        wait_open(p, s.log_path)
+        _run_for_verify(s)
+        s.log_path.rename(s.log_path.with_suffix(".1"))
+        s.signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while not (s.log_path.exists() and s.log_lines()):
+            refused(s, "denied.test:443")
+            assert time.monotonic() < deadline, "no new log file after SIGUSR1"
+        _run_for_verify(s)
+        s.stop()
+        total = len(s.log_lines()) + len(s.log_path.with_suffix(".1").read_bytes().splitlines())
+        wait_caught_up(p.pid, s.log_path)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    err = err.decode("utf-8", "replace")
+    assert not any(m in err for m in SANITIZER_MARKERS), err
+    assert p.returncode == 0, err
+    assert out.decode() == f"ok: {total} lines, stream {s.log_lines()[0]['stream']}\n"
