@@ -314,22 +314,26 @@ int sl_audit_main(int argc, char **argv, FILE *out, FILE *err)
         goto out;
     }
 
+    /* A log given twice is a usage error, said before anything is read (not
+     * after waiting on a terminal for standard input's first line). */
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(paths[i], "-") == 0 && ++nstdin > 1) {
+            fprintf(err, "sluice: audit: '-' (standard input) given more than once\n");
+            rc = 2;
+        } else if (given_before(paths, i)) {
+            fprintf(err, "sluice: audit: %s: given more than once\n", paths[i]);
+            rc = 2;
+        }
+    }
+    if (rc)
+        goto out;
+
     /* Every log's first line, first: it says where the log belongs, and a
      * log that cannot be read stops us before any output. A few logs stay
      * open from here on, so that a log rotated meanwhile (--follow) is still
      * the file whose first line was read; standard input always does. */
     for (size_t i = 0; i < n; i++) {
         char msg[600];
-        if (strcmp(paths[i], "-") == 0 && ++nstdin > 1) {
-            fprintf(err, "sluice: audit: '-' (standard input) given more than once\n");
-            rc = 2;
-            continue;
-        }
-        if (given_before(paths, i)) {
-            fprintf(err, "sluice: audit: %s: given more than once\n", paths[i]);
-            rc = 2;
-            continue;
-        }
         sl_ain *in = sl_ain_open(paths[i], msg, sizeof msg);
         if (!in) {
             fprintf(err, "sluice: audit: %s\n", msg);

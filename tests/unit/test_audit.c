@@ -914,17 +914,39 @@ static void test_verify_reads_gzip_and_files_in_any_order(void **state)
     assert_non_null(strstr(out_text, "sluice audit: 1 file"));
 }
 
+/* Standard input from a file for one run of the command, whatever fd 0 was
+ * before (a terminal, /dev/null, or closed: then open() itself may hand out
+ * fd 0). Returns what stdin_restore() needs. */
+static int stdin_from(const char *path)
+{
+    int saved = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);   /* -1: stdin was closed */
+    assert_true(saved >= 0 || errno == EBADF);
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    if (fd != STDIN_FILENO) {
+        assert_int_equal(dup2(fd, STDIN_FILENO), STDIN_FILENO);
+        close(fd);
+    }
+    return saved;
+}
+
+static void stdin_restore(int saved)
+{
+    if (saved >= 0) {
+        dup2(saved, STDIN_FILENO);
+        close(saved);
+    } else {
+        close(STDIN_FILENO);
+    }
+}
+
 static void test_reads_standard_input(void **state)
 {
     (void)state;
     write_mixed("stdin.log");
-    int saved = dup(STDIN_FILENO);
-    int fd = open(tpath("stdin.log"), O_RDONLY);
-    assert_true(saved >= 0 && fd >= 0);
-    dup2(fd, STDIN_FILENO);
-    close(fd);
+    int saved = stdin_from(tpath("stdin.log"));
     int rc = audit("--verify", "-", NULL);
-    dup2(saved, STDIN_FILENO);
+    stdin_restore(saved);
     assert_int_equal(rc, 0);
     assert_string_equal(out_text, "ok: 20 lines, stream " STREAM_A "\n");
 
@@ -935,26 +957,29 @@ static void test_reads_standard_input(void **state)
     lw_rotate(&w, tpath("in.0"), false);
     mixed_log(&w);
     lw_close(&w);
-    fd = open(tpath("in.1"), O_RDONLY);
-    dup2(fd, STDIN_FILENO);
-    close(fd);
+    saved = stdin_from(tpath("in.1"));
     rc = audit("--verify", tpath("in.0"), "-", NULL);
-    dup2(saved, STDIN_FILENO);
+    stdin_restore(saved);
     assert_int_equal(rc, 0);
     assert_string_equal(out_text, "ok: 40 lines, stream " STREAM_B "\n");
-    fd = open(tpath("in.1"), O_RDONLY);
-    dup2(fd, STDIN_FILENO);
-    close(fd);
+    saved = stdin_from(tpath("in.1"));
     rc = audit("--denied", "--json", "-", NULL);
-    dup2(saved, STDIN_FILENO);
-    close(saved);
+    stdin_restore(saved);
     assert_int_equal(rc, 0);
     json_t *j = out_json();
     assert_int_equal(jint(j, "denied_requests"), 6);
     json_decref(j);
-    assert_int_equal(audit("--verify", "-", "-", NULL), 2);
+
+    /* given twice: a usage error, whatever stdin holds */
+    saved = stdin_from(tpath("in.1"));
+    rc = audit("--verify", "-", "-", NULL);
+    stdin_restore(saved);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err_text, "'-' (standard input) given more than once"));
+    assert_string_equal(out_text, "");
     assert_int_equal(audit("--verify", tpath("in.0"), tpath("in.1"), tpath("in.0"), NULL), 2);
     assert_non_null(strstr(err_text, "in.0: given more than once"));
+    assert_string_equal(out_text, "");
 }
 
 static void test_usage_errors_exit_2(void **state)
