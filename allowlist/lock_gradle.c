@@ -181,7 +181,7 @@ static bool skip_space(lexer *lx)
     return true;
 }
 
-static bool lex_token(lexer *lx, tok *t, bool keep);
+static bool lex_token(lexer *lx, tok *t);
 
 /* A ${…} template: code up to the matching brace, lexed only to find it. */
 static bool skip_template(lexer *lx, int start)
@@ -197,7 +197,7 @@ static bool skip_template(lexer *lx, int start)
         if (lx->p >= lx->e)
             return lex_fail(lx, start, "unterminated ${ template in a string");
         tok t;
-        if (!lex_token(lx, &t, false))
+        if (!lex_token(lx, &t))
             return false;
         if (t.kind == T_PUNCT && t.s[0] == '{')
             level++;
@@ -250,9 +250,8 @@ static bool lex_string(lexer *lx, tok *t, squote q, const char *close, bool mult
     return lex_fail(lx, start, "unterminated string");
 }
 
-static bool lex_token(lexer *lx, tok *t, bool keep)
+static bool lex_token(lexer *lx, tok *t)
 {
-    (void)keep;
     memset(t, 0, sizeof *t);
     t->line = lx->line;
     t->match = t->child = -1;
@@ -343,7 +342,7 @@ static bool lex_script(script *sc, sl_lockerr *err)
             sc->t = nt;
             sc->cap = cap;
         }
-        if (!lex_token(&lx, &sc->t[sc->nt], true))
+        if (!lex_token(&lx, &sc->t[sc->nt]))
             return false;
         sc->nt++;
     }

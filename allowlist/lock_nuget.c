@@ -403,10 +403,10 @@ static bool nuget_read(const char *path, const char *data, size_t len, sl_projec
 
     nuconf *c = calloc(1, sizeof *c);
     bool *used = NULL;
-    bool ok = c != NULL;
+    /* nuget.org: the source the user-level config has by default. */
+    bool ok = c != NULL && source_add(c, "nuget.org", NUGET_ORG_URL, false, 0);
     if (!ok)
         sl_lockerr_set(err, path, 0, "out of memory");
-    ok = ok && source_add(c, "nuget.org", NUGET_ORG_URL, false, 0);
 
     /* NuGet reads the first of these names present in a directory. */
     static const char *const names[] = {"nuget.config", "NuGet.config", "NuGet.Config"};

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 /* The built-in defaults, in one place (SPEC: defaults < config < flags). */
 static void set_defaults(sl_policy *p)
@@ -251,6 +253,44 @@ static void add_allowlist_file(loader *l, const char *path)
     sl_allowlist_load_file(p->allow, path, report_cb, l);
 }
 
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.txt file of a directory, in name order: the container layout
+ * (/etc/sluice/allowlist.d) and config-management tools drop files there.
+ * Dot-names are skipped (Kubernetes' ..data links among them). */
+static void add_allowlist_dir(loader *l, const char *dir, const char *where, int line)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        report(l, where, line, "allowlist_dir %s: %s", dir, strerror(errno));
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < 5 || strcmp(e->d_name + len - 4, ".txt") != 0)
+            continue;
+        names = xrealloc(names, (n + 1) * sizeof *names);
+        names[n++] = xstrdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            add_allowlist_file(l, path);
+        free(names[i]);
+    }
+    free(names);
+}
+
 static void add_inline_allow(loader *l, const char *value, const char *where, int line)
 {
     char err[400];
@@ -294,7 +334,7 @@ static void add_derived(loader *l, const sl_strv *paths)
 
 enum key_id {
     K_LISTEN, K_WORKERS, K_MAX_CLIENTS, K_GRACE, K_EXIT_IDLE,
-    K_ALLOWLIST, K_ALLOW, K_CONNECT_PORTS, K_HTTP_PORTS, K_ALLOW_CIDR, K_DENY_CIDR, K_SNI,
+    K_ALLOWLIST, K_ALLOWLIST_DIR, K_ALLOW, K_CONNECT_PORTS, K_HTTP_PORTS, K_ALLOW_CIDR, K_DENY_CIDR, K_SNI,
     K_DNS_SERVER, K_DNS_TIMEOUT, K_MIN_TTL, K_MAX_TTL,
     K_HEADER_MS, K_CONNECT_MS, K_IDLE_MS,
     K_LOG_PATH, K_ADMIN_LISTEN,
@@ -311,6 +351,7 @@ static const struct key {
     { "proxy", "shutdown_grace_ms", K_GRACE, false },
     { "proxy", "exit_idle_s", K_EXIT_IDLE, false },
     { "policy", "allowlist", K_ALLOWLIST, true },
+    { "policy", "allowlist_dir", K_ALLOWLIST_DIR, true },
     { "policy", "allow", K_ALLOW, true },
     { "policy", "connect_ports", K_CONNECT_PORTS, false },
     { "policy", "http_ports", K_HTTP_PORTS, false },
@@ -399,6 +440,12 @@ static int on_key(void *user, const char *section, const char *name, const char 
     case K_ALLOWLIST: {
         char *path = resolve_path(l, value);
         add_allowlist_file(l, path);
+        free(path);
+        break;
+    }
+    case K_ALLOWLIST_DIR: {
+        char *path = resolve_path(l, value);
+        add_allowlist_dir(l, path, l->file, l->line);
         free(path);
         break;
     }
@@ -648,11 +695,10 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
         add_dns(&l, opt->dns_server.v[i], "--dns-server", 0);
     if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n)
         dns_from_resolv_conf(&l);
-    if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n)
-        report(&l, opt->config ? opt->config : "dns", 0,
-               "no DNS server: set [dns] server or --dns-server (/etc/resolv.conf names none)");
     for (size_t i = 0; i < opt->allowlist.n; i++)
         add_allowlist_file(&l, opt->allowlist.v[i]);
+    for (size_t i = 0; i < opt->allowlist_dir.n; i++)
+        add_allowlist_dir(&l, opt->allowlist_dir.v[i], "--allowlist-dir", 0);
     for (size_t i = 0; i < opt->allow.n; i++)
         add_inline_allow(&l, opt->allow.v[i], "--allow", 0);
     if (opt->allow_from_lockfile.n)
@@ -664,6 +710,15 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
     if (opt->workers >= 0)
         p->workers = opt->workers;
 
+    /* A gate whose allowlist has only IP literals (or nothing: the image's
+     * default) never asks DNS, and may run where there is none. */
+    bool needs_dns = false;
+    for (size_t i = 0; i < sl_allowlist_count(p->allow) && !needs_dns; i++)
+        needs_dns = sl_allowlist_entry(p->allow, i)->host.kind == SL_HOST_NAME;
+    if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n && needs_dns)
+        report(&l, opt->config ? opt->config : "dns", 0,
+               "no DNS server for the host names on the allowlist: set [dns] server or --dns-server "
+               "(/etc/resolv.conf names none)");
     if (p->min_ttl_s > p->max_ttl_s)
         report(&l, opt->config ? opt->config : "dns", l.ttl_line, "min_ttl_s (%d) is above max_ttl_s (%d)",
                p->min_ttl_s, p->max_ttl_s);

@@ -28,6 +28,7 @@ typedef struct sl_options {
     const char *config;
     sl_strv listen;
     sl_strv allowlist;
+    sl_strv allowlist_dir;
     sl_strv allow;
     sl_strv dns_server;
     sl_strv allow_from_lockfile;   /* lockfiles/projects whose derived entries are added */

@@ -19,6 +19,7 @@
 #include "admin.h"
 #include "audit.h"
 #include "cmd_lockfile.h"
+#include "health.h"
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
@@ -36,12 +37,15 @@ static const char usage[] =
     "           print the allowlist a locked install of PATH's dependencies needs\n"
     "  audit [--summary|--denied|--suggest|--verify] [--json] [--follow] LOG...\n"
     "           read decision logs ('-' is standard input; gzip'd logs too)\n"
+    "  health IP:PORT\n"
+    "           exit 0 if the gate's admin endpoint answers /healthz with 200\n"
     "  version  print versions of sluice and its libraries\n"
     "\n"
     "options for run and check:\n"
     "  -c, --config FILE        INI config file\n"
     "      --listen ADDR:PORT   listen here (repeatable; replaces the config's)\n"
     "      --allowlist FILE     add an allowlist file (repeatable)\n"
+    "      --allowlist-dir DIR  add every *.txt file in DIR (repeatable)\n"
     "      --allow HOST[:PORT]  add one allowlist entry (repeatable)\n"
     "      --allow-from-lockfile PATH  add what a locked install of PATH needs (repeatable)\n"
     "      --dns-server IP[:PORT]  DNS server (repeatable; replaces the config's)\n"
@@ -72,6 +76,7 @@ static void options_free(sl_options *o)
 {
     strv_free(&o->listen);
     strv_free(&o->allowlist);
+    strv_free(&o->allowlist_dir);
     strv_free(&o->allow);
     strv_free(&o->dns_server);
     strv_free(&o->allow_from_lockfile);
@@ -80,12 +85,13 @@ static void options_free(sl_options *o)
 /* Returns 0, or 2 on a usage error. */
 static int parse_options(int argc, char **argv, sl_options *o)
 {
-    enum { O_LISTEN = 256, O_ALLOWLIST, O_ALLOW, O_LOCKFILE, O_DNS, O_LOG, O_WORKERS };
+    enum { O_LISTEN = 256, O_ALLOWLIST, O_ALLOWDIR, O_ALLOW, O_LOCKFILE, O_DNS, O_LOG, O_WORKERS };
     static const struct option longopts[] = {
         { "config", required_argument, NULL, 'c' },
         { "listen", required_argument, NULL, O_LISTEN },
         { "allowlist", required_argument, NULL, O_ALLOWLIST },
         { "allow", required_argument, NULL, O_ALLOW },
+        { "allowlist-dir", required_argument, NULL, O_ALLOWDIR },
         { "allow-from-lockfile", required_argument, NULL, O_LOCKFILE },
         { "dns-server", required_argument, NULL, O_DNS },
         { "log", required_argument, NULL, O_LOG },
@@ -103,6 +109,7 @@ static int parse_options(int argc, char **argv, sl_options *o)
         case O_LISTEN: strv_push(&o->listen, optarg); break;
         case O_ALLOWLIST: strv_push(&o->allowlist, optarg); break;
         case O_ALLOW: strv_push(&o->allow, optarg); break;
+        case O_ALLOWDIR: strv_push(&o->allowlist_dir, optarg); break;
         case O_LOCKFILE: strv_push(&o->allow_from_lockfile, optarg); break;
         case O_DNS: strv_push(&o->dns_server, optarg); break;
         case O_LOG: o->log = optarg; break;
@@ -503,6 +510,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return cmd_version();
+    if (!strcmp(cmd, "health"))
+        return sl_cmd_health(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit"))
         return sl_cmd_audit(argc - 1, argv + 1);
     if (!strcmp(cmd, "allow-from-lockfile"))
