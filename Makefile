@@ -22,7 +22,7 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
             libidn2-dev libunistring-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev zlib1g-dev libexpat1-dev libcmocka-dev \
             python3 python3-pytest python3-prometheus-client dnsmasq-base iproute2 util-linux curl openssl \
-            podman runc
+            podman runc clang libclang-rt-14-dev
 
 LIB_SRC  := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))
 MAIN_SRC := proxy/main.c
@@ -32,7 +32,7 @@ OBJ      := $(LIB_SRC:%.c=build/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/san/tests/%)
 
-.PHONY: all deps run test unit lockfiles e2e e2e-static clean san static image
+.PHONY: all deps run test unit fuzz lockfiles e2e e2e-static clean san static image
 .DELETE_ON_ERROR:
 
 all: build/sluice
@@ -118,13 +118,21 @@ run: deps
 test: deps
 	$(MAKE) san
 	$(MAKE) unit
+	$(MAKE) fuzz
 	$(MAKE) lockfiles
 	$(MAKE) e2e
 	$(MAKE) e2e-static
+	$(MAKE) bench-smoke
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $$t; done
+
+# Every parser under libFuzzer (clang, ASan+UBSan), a few seconds each, from
+# seeds and the fixtures; tests/fuzz/README.md tells how to run longer.
+FUZZ_SECONDS ?= 2
+fuzz:
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 # allow-from-lockfile against every fixture under tests/lockfiles/, offline.
 lockfiles: build/san/sluice
@@ -140,5 +148,7 @@ e2e-static: build/static/sluice
 
 clean:
 	rm -rf build
+
+include bench/bench.mk
 
 -include $(OBJ:.o=.d) $(SAN_OBJ:.o=.d) build/proxy/main.d build/san/proxy/main.d

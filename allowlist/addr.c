@@ -36,7 +36,8 @@ static bool parse_v4(const char *s, size_t len, uint8_t out[4])
 bool sl_addr_parse(const char *s, size_t len, sl_addr *out)
 {
     memset(out, 0, sizeof *out);
-    if (len == 0 || len >= SL_ADDR_STRLEN)
+    /* A NUL inside would end the copy inet_pton sees: "::1\0x" is no address. */
+    if (len == 0 || len >= SL_ADDR_STRLEN || memchr(s, '\0', len))
         return false;
     if (memchr(s, ':', len) == NULL) {
         if (!parse_v4(s, len, out->b))

@@ -335,9 +335,18 @@ void sl_derived_print(sl_derived *d, FILE *out)
         const sl_entry *e = sl_derived_entry(d, i, &files, &nfiles);
         char text[KEY_CAP];
         fputs(sl_entry_format(e, text, sizeof text), out);
+        /* The line must stay within what an allowlist file accepts (1024
+         * bytes): name the files while they fit, then say how many more. */
+        size_t used = strlen(text);
         for (size_t k = 0; k < nfiles; k++) {
+            size_t need = strlen(files[k]) + 4;
+            if (used + need > 900) {
+                fprintf(out, "%s(and %zu more)", k ? ", " : "  # ", nfiles - k);
+                break;
+            }
             fputs(k ? ", " : "  # ", out);
             put_comment_text(files[k], out);
+            used += need;
         }
         fputc('\n', out);
     }

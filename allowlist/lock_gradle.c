@@ -49,6 +49,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "javaprops.h"
+
 #define MAX_TOKENS 2000000
 #define MAX_NESTING 256          /* open ( and { at once */
 #define MAX_LEX_DEPTH 32         /* strings inside templates inside strings */
@@ -498,139 +500,6 @@ static bool next_stmt(const script *sc, int f, size_t *i, size_t *s, size_t *e)
     return true;
 }
 
-/* ---- Java .properties ---- */
-
-static size_t utf8_put(char *out, unsigned cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-}
-
-/* The value of `key` (the last occurrence wins), unescaped as
- * java.util.Properties does ("\:" is ":", "\uXXXX", a backslash at the end
- * of a line continues it). Returns its line, 0 when absent. */
-static int props_get(const char *data, size_t len, const char *key, char *out, size_t cap)
-{
-    int found = 0, lineno = 1;
-    size_t i = 0;
-    while (i < len) {
-        int start_line = lineno;
-        char buf[4096];
-        size_t k = 0, keylen = SIZE_MAX;
-        bool leading = true, value_lead = false, comment = false;
-        while (i < len) {
-            char ch = data[i];
-            if (ch == '\n' || ch == '\r') {
-                i++;
-                if (ch == '\r' && i < len && data[i] == '\n')
-                    i++;
-                lineno++;
-                break;
-            }
-            if (leading && (ch == ' ' || ch == '\t' || ch == '\f')) {
-                i++;
-                continue;
-            }
-            if (leading && (ch == '#' || ch == '!'))
-                comment = true;
-            leading = false;
-            if (comment) {
-                i++;
-                continue;
-            }
-            if (value_lead && (ch == ' ' || ch == '\t' || ch == '\f')) {
-                i++;
-                continue;
-            }
-            if (value_lead && (ch == '=' || ch == ':') && k == keylen) {
-                value_lead = false;            /* one separator after the blanks */
-                i++;
-                while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
-                    i++;
-                continue;
-            }
-            value_lead = false;
-            if (ch == '\\' && i + 1 < len) {
-                char nx = data[i + 1];
-                i += 2;
-                if (nx == '\n' || nx == '\r') {
-                    lineno++;
-                    if (nx == '\r' && i < len && data[i] == '\n')
-                        i++;
-                    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
-                        i++;
-                    continue;
-                }
-                char oc[4];
-                size_t on = 1;
-                if (nx == 't')
-                    oc[0] = '\t';
-                else if (nx == 'n')
-                    oc[0] = '\n';
-                else if (nx == 'r')
-                    oc[0] = '\r';
-                else if (nx == 'f')
-                    oc[0] = '\f';
-                else if (nx == 'u') {
-                    unsigned cp = 0;
-                    for (int d = 0; d < 4 && i < len; d++, i++) {
-                        char h = data[i];
-                        int v = (h >= '0' && h <= '9')   ? h - '0'
-                                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
-                                                         : -1;
-                        if (v < 0)
-                            break;
-                        cp = cp * 16 + (unsigned)v;
-                    }
-                    on = utf8_put(oc, cp);
-                } else
-                    oc[0] = nx;
-                if (k + on < sizeof buf) {
-                    memcpy(buf + k, oc, on);
-                    k += on;
-                }
-                continue;
-            }
-            if (keylen == SIZE_MAX &&
-                (ch == '=' || ch == ':' || ch == ' ' || ch == '\t' || ch == '\f')) {
-                keylen = k;
-                value_lead = ch == ' ' || ch == '\t' || ch == '\f';
-                i++;
-                if (!value_lead)
-                    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
-                        i++;
-                continue;
-            }
-            if (k + 1 < sizeof buf)
-                buf[k++] = ch;
-            i++;
-        }
-        if (comment || k == 0)
-            continue;
-        if (keylen == SIZE_MAX)
-            keylen = k;
-        if (keylen == strlen(key) && memcmp(buf, key, keylen) == 0) {
-            size_t vl = k - keylen < cap ? k - keylen : cap - 1;
-            memcpy(out, buf + keylen, vl);
-            out[vl] = '\0';
-            found = start_line;
-        }
-    }
-    return found;
-}
-
 /* ---- The analysis of one build ---- */
 
 typedef enum rclass {
@@ -873,7 +742,7 @@ static void eval_string(const analysis *an, const tok *t, bool kts, strval *v)
             else if (nx == 'u' && e - s >= 4) {
                 char oc[4];
                 unsigned cp = (unsigned)strtoul((char[]){s[0], s[1], s[2], s[3], 0}, NULL, 16);
-                size_t on = utf8_put(oc, cp);
+                size_t on = sl_javaprops_utf8(oc, cp);
                 for (size_t k = 0; k < on; k++)
                     sv_put(v, oc[k]);
                 s += 4;
@@ -939,7 +808,8 @@ static void eval_string(const analysis *an, const tok *t, bool kts, strval *v)
         }
         bool found = false;
         for (int k = 0; simple && !found && k < 2; k++)
-            found = an->props[k] && props_get(an->props[k], an->props_len[k], key, val, sizeof val);
+            found = an->props[k] &&
+                    sl_javaprops_get(an->props[k], an->props_len[k], key, val, sizeof val);
         if (found) {
             for (const char *q = val; *q; q++)
                 sv_put(v, *q);
@@ -1372,7 +1242,7 @@ static bool wrapper(analysis *an)
     if (memchr(data, '\0', len))
         return an_fail(an, path, 0, "%s", "not a properties file");
     char url[2048];
-    int line = props_get(data, len, "distributionUrl", url, sizeof url);
+    int line = sl_javaprops_get(data, len, "distributionUrl", url, sizeof url);
     if (!line)
         return an_fail(an, path, 0, "%s", "no distributionUrl");
     char msg[256];

@@ -26,11 +26,12 @@
  * from a repository rather than from this tree. */
 #include "lockfile.h"
 
-#include <expat.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "javaprops.h"
+#include "xmlread.h"
 
 #define CENTRAL_HOST "repo.maven.apache.org"
 #define MAX_DEPTH 64
@@ -56,10 +57,7 @@ typedef struct prop {
 } prop;
 
 typedef struct pom {
-    XML_Parser xp;
-    const char *path;
-    sl_lockerr *err;
-    bool failed;
+    sl_xml xml;
 
     char *stack[MAX_DEPTH];
     int depth;
@@ -102,15 +100,6 @@ static bool grow(void **p, size_t *cap, size_t n, size_t elem, size_t max)
     return true;
 }
 
-static void pom_fail(pom *p, const char *fmt, const char *arg)
-{
-    if (p->failed)
-        return;
-    p->failed = true;
-    sl_lockerr_set(p->err, p->path, (int)XML_GetCurrentLineNumber(p->xp), fmt, arg);
-    XML_StopParser(p->xp, XML_FALSE);
-}
-
 /* The element path below <project>, or below <project><profiles><profile>
  * when inside a profile: "repositories/repository/url". */
 static bool rel_path(const pom *p, char *buf, size_t cap)
@@ -134,23 +123,23 @@ static bool rel_path(const pom *p, char *buf, size_t cap)
     return true;
 }
 
-static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **atts)
+static void on_start(void *ud, const char *name, const char **atts)
 {
     pom *p = ud;
     (void)atts;
-    if (p->failed)
+    if (p->xml.failed)
         return;
     if (p->depth == MAX_DEPTH) {
-        pom_fail(p, "%s", "elements nested too deeply");
+        sl_xml_fail(&p->xml, "%s", "elements nested too deeply");
         return;
     }
     if (p->depth == 0 && strcmp(name, "project") != 0) {
-        pom_fail(p, "root element is <%s>, not <project>: not a Maven POM", name);
+        sl_xml_fail(&p->xml, "root element is <%s>, not <project>: not a Maven POM", name);
         return;
     }
     p->stack[p->depth] = strdup(name);
     if (!p->stack[p->depth]) {
-        pom_fail(p, "%s", "out of memory");
+        sl_xml_fail(&p->xml, "%s", "out of memory");
         return;
     }
     p->depth++;
@@ -163,7 +152,7 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
                   MAX_PROFILES) ||
             !grow((void **)&p->prof_deps, &p->capprof, (size_t)p->nprof, sizeof(bool),
                   MAX_PROFILES)) {
-            pom_fail(p, "%s", "too many profiles");
+            sl_xml_fail(&p->xml, "%s", "too many profiles");
             return;
         }
         p->prof_active[p->nprof] = p->prof_deps[p->nprof] = false;
@@ -177,11 +166,11 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
     bool plugin_repo = strcmp(rel, "pluginRepositories/pluginRepository") == 0;
     if (dep_repo || plugin_repo) {
         if (!grow((void **)&p->repos, &p->caprepos, p->nrepos, sizeof p->repos[0], MAX_REPOS)) {
-            pom_fail(p, "%s", "too many repositories");
+            sl_xml_fail(&p->xml, "%s", "too many repositories");
             return;
         }
         p->cur = &p->repos[p->nrepos++];
-        *p->cur = (repo){.plugin = plugin_repo, .line = (int)XML_GetCurrentLineNumber(p->xp),
+        *p->cur = (repo){.plugin = plugin_repo, .line = sl_xml_line(&p->xml),
                          .releases = true, .snapshots = true, .profile = p->in_profile};
         return;
     }
@@ -217,15 +206,15 @@ static char *trimmed_text(pom *p)
         e--;
     char *r = strndup(s, (size_t)(e - s));
     if (!r)
-        pom_fail(p, "%s", "out of memory");
+        sl_xml_fail(&p->xml, "%s", "out of memory");
     return r;
 }
 
-static void XMLCALL on_end(void *ud, const XML_Char *name)
+static void on_end(void *ud, const char *name)
 {
     pom *p = ud;
     (void)name;
-    if (p->failed || p->depth == 0)
+    if (p->xml.failed || p->depth == 0)
         return;
     char rel[512];
     bool have = rel_path(p, rel, sizeof rel);
@@ -236,14 +225,14 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
                                base) == 0;
         const char *sub = in_repo ? rel + base : "";
         if ((strcmp(sub, "id") == 0 || strcmp(sub, "url") == 0) && p->text_overflow) {
-            pom_fail(p, "<%s> is too long", sub);
+            sl_xml_fail(&p->xml, "<%s> is too long", sub);
         } else if (strcmp(sub, "id") == 0) {
             free(p->cur->id);
             p->cur->id = trimmed_text(p);
         } else if (strcmp(sub, "url") == 0) {
             free(p->cur->url);
             p->cur->url = trimmed_text(p);
-            p->cur->line = (int)XML_GetCurrentLineNumber(p->xp);
+            p->cur->line = sl_xml_line(&p->xml);
         } else if (strcmp(sub, "releases/enabled") == 0) {
             p->cur->releases = !text_is(p, "false");
         } else if (strcmp(sub, "snapshots/enabled") == 0) {
@@ -274,10 +263,10 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
                 p->prof_active[p->in_profile] = true;
         } else if (strncmp(rel, "properties/", 11) == 0 && !strchr(rel + 11, '/')) {
             if (p->text_overflow) {
-                pom_fail(p, "property <%s> is too long", rel + 11);
+                sl_xml_fail(&p->xml, "property <%s> is too long", rel + 11);
             } else if (!grow((void **)&p->props, &p->capprops, p->nprops, sizeof p->props[0],
                              MAX_PROPS)) {
-                pom_fail(p, "%s", "too many properties");
+                sl_xml_fail(&p->xml, "%s", "too many properties");
             } else {
                 prop *pr = &p->props[p->nprops];
                 pr->name = strdup(rel + 11);
@@ -288,7 +277,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
                 else {
                     free(pr->name);
                     free(pr->value);
-                    pom_fail(p, "%s", "out of memory");
+                    sl_xml_fail(&p->xml, "%s", "out of memory");
                 }
             }
         }
@@ -301,7 +290,7 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
     p->tlen = 0;
 }
 
-static void XMLCALL on_text(void *ud, const XML_Char *s, int len)
+static void on_text(void *ud, const char *s, int len)
 {
     pom *p = ud;
     if (len <= 0)
@@ -312,15 +301,6 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len)
     }
     memcpy(p->text + p->tlen, s, (size_t)len);
     p->tlen += (size_t)len;
-}
-
-static void XMLCALL on_entity(void *ud, const XML_Char *name, int is_param, const XML_Char *value,
-                              int value_len, const XML_Char *base, const XML_Char *system_id,
-                              const XML_Char *public_id, const XML_Char *notation)
-{
-    (void)is_param, (void)value, (void)value_len, (void)base, (void)system_id, (void)public_id;
-    (void)notation;
-    pom_fail(ud, "entity declaration '%s' is not allowed", name);
 }
 
 static void pom_free(pom *p)
@@ -413,146 +393,6 @@ static bool add_central(const char *file, sl_derived *out, sl_lockerr *err)
     return true;
 }
 
-/* ---- Java .properties (the wrapper's configuration) ---- */
-
-static size_t utf8_put(char *out, unsigned cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-}
-
-/* The value of `key` (last occurrence wins), unescaped as
- * java.util.Properties does: "\:" ":", "\uXXXX", "\t", a backslash at the
- * end of a line continues it. Returns the line it is on (0: absent). */
-static int props_get(const char *data, size_t len, const char *key, char *out, size_t cap)
-{
-    int found = 0, lineno = 1;
-    size_t i = 0;
-    while (i < len) {
-        int start_line = lineno;
-        /* One logical line, unescaped into buf; `sep` marks where the key ends. */
-        char buf[4096];
-        size_t k = 0, keylen = SIZE_MAX;
-        bool leading = true, in_value_lead = false, comment = false;
-        while (i < len) {
-            char ch = data[i];
-            if (ch == '\n' || ch == '\r') {
-                lineno += ch == '\n';
-                i++;
-                if (ch == '\r' && i < len && data[i] == '\n') {
-                    lineno++;
-                    i++;
-                }
-                break;
-            }
-            if (leading && (ch == ' ' || ch == '\t' || ch == '\f')) {
-                i++;
-                continue;
-            }
-            if (leading && (ch == '#' || ch == '!'))
-                comment = true;
-            leading = false;
-            if (comment) {
-                i++;
-                continue;
-            }
-            if (in_value_lead && (ch == ' ' || ch == '\t' || ch == '\f')) {
-                i++;
-                continue;
-            }
-            if (in_value_lead && (ch == '=' || ch == ':') && k == keylen) {
-                in_value_lead = false;   /* one separator after the blanks */
-                i++;
-                while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
-                    i++;
-                continue;
-            }
-            in_value_lead = false;
-            if (ch == '\\' && i + 1 < len) {
-                char nx = data[i + 1];
-                i += 2;
-                if (nx == '\n' || nx == '\r') {
-                    /* Continuation: skip the newline and the next line's blanks. */
-                    lineno++;
-                    if (nx == '\r' && i < len && data[i] == '\n')
-                        i++;
-                    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
-                        i++;
-                    continue;
-                }
-                char outc[4];
-                size_t on = 1;
-                if (nx == 't')
-                    outc[0] = '\t';
-                else if (nx == 'n')
-                    outc[0] = '\n';
-                else if (nx == 'r')
-                    outc[0] = '\r';
-                else if (nx == 'f')
-                    outc[0] = '\f';
-                else if (nx == 'u') {
-                    unsigned cp = 0;
-                    size_t d = 0;
-                    for (; d < 4 && i < len; d++, i++) {
-                        char h = data[i];
-                        int v = (h >= '0' && h <= '9')   ? h - '0'
-                                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
-                                                         : -1;
-                        if (v < 0)
-                            break;
-                        cp = cp * 16 + (unsigned)v;
-                    }
-                    on = utf8_put(outc, cp);
-                } else
-                    outc[0] = nx;
-                if (k + on < sizeof buf) {
-                    memcpy(buf + k, outc, on);
-                    k += on;
-                }
-                continue;
-            }
-            if (keylen == SIZE_MAX && (ch == '=' || ch == ':' || ch == ' ' || ch == '\t' ||
-                                       ch == '\f')) {
-                keylen = k;
-                in_value_lead = ch == ' ' || ch == '\t' || ch == '\f';
-                i++;
-                if (!in_value_lead)
-                    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\f'))
-                        i++;
-                continue;
-            }
-            if (k + 1 < sizeof buf)
-                buf[k++] = ch;
-            i++;
-        }
-        if (comment || k == 0)
-            continue;
-        if (keylen == SIZE_MAX)
-            keylen = k;
-        if (keylen == strlen(key) && memcmp(buf, key, keylen) == 0) {
-            size_t vl = k - keylen;
-            if (vl >= cap)
-                vl = cap - 1;
-            memcpy(out, buf + keylen, vl);
-            out[vl] = '\0';
-            found = start_line;
-        }
-    }
-    return found;
-}
-
 /* .mvn/wrapper/maven-wrapper.properties: ./mvnw downloads Maven from
  * distributionUrl, and the wrapper jar from wrapperUrl unless the jar is
  * checked in or the script-only wrapper is used. */
@@ -572,7 +412,7 @@ static bool wrapper(sl_project *proj, sl_derived *out, sl_lockerr *err)
         return false;
     }
     char url[2048];
-    int line = props_get(data, len, "distributionUrl", url, sizeof url);
+    int line = sl_javaprops_get(data, len, "distributionUrl", url, sizeof url);
     if (!line) {
         sl_lockerr_set(err, wpath, 0, "no distributionUrl");
         return false;
@@ -581,7 +421,7 @@ static bool wrapper(sl_project *proj, sl_derived *out, sl_lockerr *err)
         return false;
 
     char type[64] = "";
-    props_get(data, len, "distributionType", type, sizeof type);
+    sl_javaprops_get(data, len, "distributionType", type, sizeof type);
     if (strcmp(type, "only-script") == 0)
         return true;
     size_t jlen;
@@ -590,7 +430,7 @@ static bool wrapper(sl_project *proj, sl_derived *out, sl_lockerr *err)
         return true;
     if (err->msg[0])
         return false;
-    line = props_get(data, len, "wrapperUrl", url, sizeof url);
+    line = sl_javaprops_get(data, len, "wrapperUrl", url, sizeof url);
     if (line)
         return add_url(url, wpath, line, "wrapperUrl", out, err);
     return add_central(wpath, out, err);     /* the scripts' default wrapperUrl */
@@ -604,32 +444,9 @@ static bool maven_read(const char *path, const char *data, size_t len, sl_projec
         sl_lockerr_set(err, path, 0, "out of memory");
         return false;
     }
-    p->path = path;
-    p->err = err;
     p->in_profile = -1;
-    p->xp = XML_ParserCreate(NULL);
-    bool ok = p->xp != NULL;
-    if (!ok)
-        sl_lockerr_set(err, path, 0, "out of memory");
-    if (ok) {
-        XML_SetUserData(p->xp, p);
-        XML_SetElementHandler(p->xp, on_start, on_end);
-        XML_SetCharacterDataHandler(p->xp, on_text);
-        XML_SetEntityDeclHandler(p->xp, on_entity);
-        if (len > INT_MAX) {
-            sl_lockerr_set(err, path, 0, "file too large");
-            ok = false;
-        } else if (XML_Parse(p->xp, data, (int)len, XML_TRUE) == XML_STATUS_ERROR) {
-            if (!p->failed)
-                sl_lockerr_set(err, path, (int)XML_GetCurrentLineNumber(p->xp),
-                               "malformed XML: %s", XML_ErrorString(XML_GetErrorCode(p->xp)));
-            ok = false;
-        } else if (p->failed) {
-            ok = false;
-        }
-        XML_ParserFree(p->xp);
-        p->xp = NULL;
-    }
+    static const sl_xml_handlers handlers = {.start = on_start, .end = on_end, .text = on_text};
+    bool ok = sl_xml_parse(&p->xml, path, data, len, &handlers, p, err);
 
     bool deps = p->deps;
     for (int i = 0; i < p->nprof; i++)

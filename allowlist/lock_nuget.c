@@ -17,12 +17,13 @@
  * checks for signed packages (auxiliary, R3). */
 #include "lockfile.h"
 
-#include <expat.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "xmlread.h"
 
 #define NUGET_ORG_URL "https://api.nuget.org/v3/index.json"
 #define MAX_SOURCES 1024
@@ -50,10 +51,7 @@ typedef struct nuconf {
     size_t npat, cappat;
 
     /* Parse state. */
-    XML_Parser xp;
-    const char *path;
-    sl_lockerr *err;
-    bool failed;
+    sl_xml xml;
     int depth;
     char section[32];    /* the depth-2 element we are in, if one we read */
     char *mapsrc;        /* key of the <packageSource> we are in */
@@ -95,16 +93,7 @@ static void conf_free(nuconf *c)
     free(c->pat);
 }
 
-static void conf_fail(nuconf *c, const char *fmt, const char *arg)
-{
-    if (c->failed)
-        return;
-    c->failed = true;
-    sl_lockerr_set(c->err, c->path, (int)XML_GetCurrentLineNumber(c->xp), fmt, arg);
-    XML_StopParser(c->xp, XML_FALSE);
-}
-
-static const char *attr(const XML_Char **atts, const char *name)
+static const char *attr(const char **atts, const char *name)
 {
     for (size_t i = 0; atts[i] && atts[i + 1]; i += 2)
         if (strcmp(atts[i], name) == 0)
@@ -159,19 +148,20 @@ static bool source_add(nuconf *c, const char *key, const char *url, bool from_co
     return true;
 }
 
-static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **atts)
+static void on_start(void *ud, const char *name, const char **atts)
 {
     nuconf *c = ud;
     c->depth++;
-    if (c->failed)
+    if (c->xml.failed)
         return;
     if (c->depth > MAX_DEPTH) {
-        conf_fail(c, "%s", "elements nested too deeply");
+        sl_xml_fail(&c->xml, "%s", "elements nested too deeply");
         return;
     }
     if (c->depth == 1) {
         if (strcmp(name, "configuration") != 0)
-            conf_fail(c, "root element is <%s>, not <configuration>: not a NuGet config", name);
+            sl_xml_fail(&c->xml, "root element is <%s>, not <configuration>: not a NuGet config",
+                        name);
         return;
     }
     if (c->depth == 2) {
@@ -190,9 +180,9 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
         } else if (strcmp(name, "add") == 0) {
             const char *value = attr(atts, "value");
             if (!key || !value)
-                conf_fail(c, "%s", "<add> in <packageSources> needs key and value");
-            else if (!source_add(c, key, value, true, (int)XML_GetCurrentLineNumber(c->xp)))
-                conf_fail(c, "%s", "too many package sources");
+                sl_xml_fail(&c->xml, "%s", "<add> in <packageSources> needs key and value");
+            else if (!source_add(c, key, value, true, sl_xml_line(&c->xml)))
+                sl_xml_fail(&c->xml, "%s", "too many package sources");
         }
     } else if (c->depth == 3 && strcmp(c->section, "disabledPackageSources") == 0) {
         const char *key = attr(atts, "key"), *value = attr(atts, "value");
@@ -204,7 +194,7 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
             if (!grow((void **)&c->disabled, &c->capdisabled, c->ndisabled,
                       sizeof c->disabled[0], MAX_SOURCES) ||
                 !(c->disabled[c->ndisabled] = strdup(key)))
-                conf_fail(c, "%s", "too many disabled package sources");
+                sl_xml_fail(&c->xml, "%s", "too many disabled package sources");
             else
                 c->ndisabled++;
         }
@@ -218,17 +208,17 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
         } else if (strcmp(name, "packageSource") == 0) {
             const char *key = attr(atts, "key");
             if (!key)
-                conf_fail(c, "%s", "<packageSource> needs a key");
+                sl_xml_fail(&c->xml, "%s", "<packageSource> needs a key");
             else if (!(c->mapsrc = strdup(key)))
-                conf_fail(c, "%s", "out of memory");
+                sl_xml_fail(&c->xml, "%s", "out of memory");
         }
     } else if (c->depth == 4 && c->mapsrc && strcmp(name, "package") == 0) {
         const char *p = attr(atts, "pattern");
         if (!p || !p[0]) {
-            conf_fail(c, "%s", "<package> needs a pattern");
+            sl_xml_fail(&c->xml, "%s", "<package> needs a pattern");
         } else if (!grow((void **)&c->pat, &c->cappat, c->npat, sizeof c->pat[0],
                          MAX_PATTERNS)) {
-            conf_fail(c, "%s", "too many package patterns");
+            sl_xml_fail(&c->xml, "%s", "too many package patterns");
         } else {
             pattern *pt = &c->pat[c->npat];
             pt->source = strdup(c->mapsrc);
@@ -236,7 +226,7 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
             if (!pt->source || !pt->pattern) {
                 free(pt->source);
                 free(pt->pattern);
-                conf_fail(c, "%s", "out of memory");
+                sl_xml_fail(&c->xml, "%s", "out of memory");
             } else {
                 c->npat++;
             }
@@ -244,7 +234,7 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
     }
 }
 
-static void XMLCALL on_end(void *ud, const XML_Char *name)
+static void on_end(void *ud, const char *name)
 {
     nuconf *c = ud;
     (void)name;
@@ -257,45 +247,11 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
     c->depth--;
 }
 
-/* A config has no business declaring entities; refusing them also keeps
- * entity expansion out of reach of hostile input. */
-static void XMLCALL on_entity(void *ud, const XML_Char *name, int is_param, const XML_Char *value,
-                              int value_len, const XML_Char *base, const XML_Char *system_id,
-                              const XML_Char *public_id, const XML_Char *notation)
-{
-    (void)is_param, (void)value, (void)value_len, (void)base, (void)system_id, (void)public_id;
-    (void)notation;
-    conf_fail(ud, "entity declaration '%s' is not allowed", name);
-}
-
 static bool parse_config(nuconf *c, const char *path, const char *data, size_t len,
                          sl_lockerr *err)
 {
-    c->path = path;
-    c->err = err;
-    c->xp = XML_ParserCreate(NULL);
-    if (!c->xp) {
-        sl_lockerr_set(err, path, 0, "out of memory");
-        return false;
-    }
-    XML_SetUserData(c->xp, c);
-    XML_SetElementHandler(c->xp, on_start, on_end);
-    XML_SetEntityDeclHandler(c->xp, on_entity);
-    bool ok = true;
-    if (len > INT_MAX) {
-        sl_lockerr_set(err, path, 0, "file too large");
-        ok = false;
-    } else if (XML_Parse(c->xp, data, (int)len, XML_TRUE) == XML_STATUS_ERROR) {
-        if (!c->failed)
-            sl_lockerr_set(err, path, (int)XML_GetCurrentLineNumber(c->xp), "malformed XML: %s",
-                           XML_ErrorString(XML_GetErrorCode(c->xp)));
-        ok = false;
-    } else if (c->failed) {
-        ok = false;
-    }
-    XML_ParserFree(c->xp);
-    c->xp = NULL;
-    return ok;
+    static const sl_xml_handlers handlers = {.start = on_start, .end = on_end};
+    return sl_xml_parse(&c->xml, path, data, len, &handlers, c, err);
 }
 
 static bool is_disabled(const nuconf *c, const char *key)

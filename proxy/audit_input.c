@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "json.h"
+
 #define CHUNK (256u << 10)                       /* one gzread */
 #define BUF_MIN (2u * CHUNK)
 #define BUF_MAX (SL_AIN_LINE_MAX + CHUNK + 1u)   /* a longest line, plus one chunk */
@@ -409,30 +411,6 @@ static int hexval(unsigned c)
     return -1;
 }
 
-/* One valid UTF-8 sequence at p (first byte >= 0x80): its length, or 0. */
-static size_t utf8_seq(const unsigned char *p, const unsigned char *e)
-{
-    unsigned c = p[0];
-    size_t n = (size_t)(e - p);
-    if (c >= 0xc2 && c <= 0xdf)
-        return n >= 2 && (p[1] & 0xc0) == 0x80 ? 2 : 0;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (n < 3 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80)
-            return 0;
-        if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] >= 0xa0))
-            return 0;   /* overlong; surrogate */
-        return 3;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (n < 4 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80)
-            return 0;
-        if ((c == 0xf0 && p[1] < 0x90) || (c == 0xf4 && p[1] >= 0x90))
-            return 0;   /* overlong; over U+10FFFF */
-        return 4;
-    }
-    return 0;
-}
-
 /* Bytes a string can hold without a closer look: not '"', '\\', a
  * control byte or the start of a multi-byte sequence. */
 static const unsigned char plain_byte[256] = {
@@ -505,7 +483,7 @@ static bool scan_string(scanner *sc, sl_astr *out)
             sc->p = p;
             return fail(sc, "control byte in string");
         } else {
-            size_t n = utf8_seq(p, e);
+            size_t n = sl_utf8_decode(p, (size_t)(e - p), NULL);
             if (!n) {
                 sc->p = p;
                 return fail(sc, "invalid UTF-8");
@@ -762,7 +740,7 @@ static size_t put_utf8(char *buf, size_t o, size_t cap, uint32_t cp)
         n = 4;
     }
     if (o + n >= cap)
-        return o;
+        return o;   /* does not fit: the caller stops here */
     memcpy(buf + o, t, n);
     return o + n;
 }
@@ -820,7 +798,10 @@ size_t sl_astr_decode(const sl_astr *s, char *buf, size_t cap)
         }
         if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff))
             cp = 0xfffd;
+        size_t before = o;
         o = put_utf8(buf, o, cap, cp);
+        if (o == before)
+            break;   /* what fits is a prefix of the value, never a gap in it */
     }
     buf[o] = '\0';
     return o;
@@ -842,14 +823,17 @@ bool sl_astr_eq(const sl_astr *s, const char *lit)
 
 /* ---- order of several logs ---- */
 
-static bool is_hex(const sl_astr *s, size_t n)
+bool sl_astr_is_hex(const sl_astr *s, size_t n)
 {
     if (!s->set || s->esc || s->len != n)
         return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s->p[i] >= '0' && s->p[i] <= '9') || (s->p[i] >= 'a' && s->p[i] <= 'f')))
-            return false;
-    return true;
+    /* Branch-free, no early exit: --verify checks every line's chain. */
+    unsigned ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)s->p[i];
+        ok &= (c - '0' < 10u) | (c - 'a' < 6u);
+    }
+    return ok;
 }
 
 sl_ain_status sl_ain_peek_first(sl_ain *in, sl_ain_first *first)
@@ -863,7 +847,7 @@ sl_ain_status sl_ain_peek_first(sl_ain *in, sl_ain_first *first)
             first->has_line = true;
             first->seq = f.seq.v;
             sl_astr_decode(&f.ts, first->ts, sizeof first->ts);
-            if (is_hex(&f.stream, 32)) {
+            if (sl_astr_is_hex(&f.stream, 32)) {
                 first->has_stream = true;
                 memcpy(first->stream, f.stream.p, 32);
                 first->stream[32] = '\0';

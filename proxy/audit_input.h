@@ -85,6 +85,9 @@ bool sl_aline_scan(const char *line, size_t len, sl_afields *f, const char **why
 size_t sl_astr_decode(const sl_astr *s, char *buf, size_t cap);
 /* Whether a string value equals the ASCII text `lit` (after decoding). */
 bool sl_astr_eq(const sl_astr *s, const char *lit);
+/* Whether a string value is exactly n lowercase hex digits, unescaped (the
+ * form of stream ids and chains). */
+bool sl_astr_is_hex(const sl_astr *s, size_t n);
 
 /* ---- reading several logs in order ---- */
 

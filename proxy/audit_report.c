@@ -8,6 +8,7 @@
 
 #include "addr.h"
 #include "host.h"
+#include "json.h"
 #include "netclass.h"
 
 #define HOST_KEEP 1024      /* longest host text kept per destination */
@@ -519,42 +520,6 @@ void sl_report_get_totals(const sl_report *r, sl_report_totals *t)
 
 /* ---- output helpers ---- */
 
-/* A valid UTF-8 sequence at s: its code point and length, or length 0. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned c = s[0];
-    size_t need;
-    uint32_t v;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xc2 && c <= 0xdf) {
-        need = 2;
-        v = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        need = 3;
-        v = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        need = 4;
-        v = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < need)
-        return 0;
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if ((need == 3 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
-        (need == 4 && (v < 0x10000 || v > 0x10ffff)))
-        return 0;
-    *cp = v;
-    return need;
-}
-
 void sl_audit_json_str(FILE *out, const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -578,9 +543,7 @@ void sl_audit_json_str(FILE *out, const char *str, size_t len)
             continue;
         }
         uint32_t cp;
-        size_t n = c < 0x80 ? 1 : utf8_decode(s + i, len - i, &cp);
-        if (c < 0x80)
-            cp = c;
+        size_t n = sl_utf8_decode(s + i, len - i, &cp);
         if (n == 0) {
             cp = 0xfffd;
             n = 1;
@@ -690,8 +653,15 @@ static bool parse_ts(const char *ts, double *out)
     tm.tm_year -= 1900;
     tm.tm_mon -= 1;
     double frac = 0;
-    if (ts[n] == '.')
+    if (ts[n] == '.') {
+        /* digits only: strtod would take "1e802" and make the span infinite */
+        int k = n + 1;
+        while (ts[k] >= '0' && ts[k] <= '9')
+            k++;
+        if (k == n + 1 || k - n > 10)
+            return false;
         frac = strtod(ts + n, NULL);
+    }
     *out = (double)timegm(&tm) + frac;
     return true;
 }
@@ -699,7 +669,7 @@ static bool parse_ts(const char *ts, double *out)
 static void print_span(FILE *out, const char *from, const char *to)
 {
     double a, b;
-    if (!parse_ts(from, &a) || !parse_ts(to, &b) || b < a)
+    if (!parse_ts(from, &a) || !parse_ts(to, &b) || !(b - a >= 0 && b - a <= 1e15))
         return;
     unsigned long long s = (unsigned long long)(b - a);
     unsigned long long d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;

@@ -36,38 +36,6 @@ void sl_verify_free(sl_verify *v)
     free(v);
 }
 
-static const unsigned char is_lower_hex[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-};
-
-static bool lower_hex(const char *p, size_t n)
-{
-    unsigned ok = 1;
-    for (size_t i = 0; i < n; i++)
-        ok &= is_lower_hex[(unsigned char)p[i]];
-    return ok;
-}
-
-static bool hex_field(const sl_astr *s, size_t n)
-{
-    return s->set && !s->esc && s->len == n && lower_hex(s->p, n);
-}
-
 static long find_stream(const sl_verify *v, const char *id)
 {
     for (size_t i = 0; i < v->n; i++)
@@ -125,7 +93,7 @@ bool sl_verify_line(sl_verify *v, char *text, size_t len, bool complete, char *w
         f.chain.p - text < SUFFIX_HEAD_LEN ||
         memcmp(f.chain.p - SUFFIX_HEAD_LEN, SUFFIX_HEAD, SUFFIX_HEAD_LEN) != 0)
         return WHY("chain is not the line's last field");
-    if (!hex_field(&f.chain, 64))
+    if (!sl_astr_is_hex(&f.chain, 64))
         return WHY("chain is not 64 lowercase hex digits");
     if (!f.seq.set)
         return WHY("no seq field (a non-negative integer)");
@@ -135,11 +103,11 @@ bool sl_verify_line(sl_verify *v, char *text, size_t len, bool complete, char *w
     const char *prev;
     size_t prev_len;
     if (f.stream.set) {
-        if (!hex_field(&f.stream, 32))
+        if (!sl_astr_is_hex(&f.stream, 32))
             return WHY("stream is not 32 lowercase hex digits");
         si = find_stream(v, f.stream.p);
         if (f.continues_seq.set || f.continues_chain.set) {
-            if (!f.continues_seq.set || !hex_field(&f.continues_chain, 64))
+            if (!f.continues_seq.set || !sl_astr_is_hex(&f.continues_chain, 64))
                 return WHY("a continuation needs continues_seq and continues_chain (64 lowercase hex digits)");
             unsigned long long cseq = f.continues_seq.v;
             if (seq != cseq + 1)

@@ -9,23 +9,25 @@
 
 #define RESERVE 4   /* room always kept for the closing "}\n" */
 
-/* Length of a valid UTF-8 sequence at s (1..4), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t sl_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
 {
     unsigned c = s[0];
     size_t need;
-    uint32_t cp;
-    if (c < 0x80)
+    uint32_t v;
+    if (c < 0x80) {
+        if (cp)
+            *cp = c;
         return 1;
+    }
     if (c >= 0xc2 && c <= 0xdf) {
         need = 2;
-        cp = c & 0x1f;
+        v = c & 0x1f;
     } else if (c >= 0xe0 && c <= 0xef) {
         need = 3;
-        cp = c & 0x0f;
+        v = c & 0x0f;
     } else if (c >= 0xf0 && c <= 0xf4) {
         need = 4;
-        cp = c & 0x07;
+        v = c & 0x07;
     } else
         return 0;
     if (n < need)
@@ -33,11 +35,13 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     for (size_t i = 1; i < need; i++) {
         if ((s[i] & 0xc0) != 0x80)
             return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
+        v = (v << 6) | (s[i] & 0x3f);
     }
-    if ((need == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (need == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    if ((need == 3 && (v < 0x800 || (v >= 0xd800 && v <= 0xdfff))) ||
+        (need == 4 && (v < 0x10000 || v > 0x10ffff)))
         return 0;
+    if (cp)
+        *cp = v;
     return need;
 }
 
@@ -86,7 +90,7 @@ size_t sl_json_escape(char *out, size_t cap, const char *str, size_t len)
             tmp[0] = (char)c;
             plen = 1;
         } else {
-            adv = utf8_len(s + i, len - i);
+            adv = sl_utf8_decode(s + i, len - i, NULL);
             if (adv == 0) {
                 piece = "\\ufffd";
                 plen = 6;

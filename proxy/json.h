@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sl_json {
     char *buf;
@@ -28,5 +29,11 @@ size_t sl_json_open_len(const sl_json *j);
 /* Append s escaped as JSON string content (no quotes) into out; returns the
  * bytes written, never more than cap - 1, NUL-terminated. */
 size_t sl_json_escape(char *out, size_t cap, const char *s, size_t len);
+
+/* The well-formed UTF-8 sequence at s (n >= 1 bytes there): its length
+ * (1 to 4) and, if cp is not NULL, its code point; 0 when it is not
+ * well-formed (overlong, a surrogate, above U+10FFFF, cut short). The one
+ * check the log writer, the audit reader and the audit reports share. */
+size_t sl_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
 
 #endif

@@ -1,0 +1,55 @@
+# Builds the fuzz targets: clang, libFuzzer, AddressSanitizer and
+# UndefinedBehaviorSanitizer, into build/fuzz/. Run from the repository root:
+#
+#   make -f tests/fuzz/fuzz.mk -j2
+#
+# (tests/fuzz/run.sh does, then runs them.) Every project source except
+# proxy/main.c is compiled once, instrumented, into build/fuzz/libsluice-fuzz.a;
+# each tests/fuzz/fuzz_<name>.c links against it.
+
+FUZZ_CC ?= clang
+O       := build/fuzz
+PKGS    := libevent_core libevent_extra libevent_pthreads libcares inih libidn2 libpsl jansson \
+           yaml-0.1 zlib expat
+CFLAGS_FUZZ := -std=c17 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
+               -Iallowlist -Iproxy -Itests/fuzz $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+SAN_FUZZ := -fsanitize=address,undefined -fno-sanitize-recover=all
+LIBS_FUZZ := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmbedtls -lmbedx509 -lmbedcrypto \
+             -lpthread -lm
+
+LIB_SRC := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))
+LIB_OBJ := $(LIB_SRC:%.c=$(O)/obj/%.o)
+TARGETS := $(sort $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
+BINS    := $(TARGETS:%=$(O)/%)
+
+.PHONY: all
+.DELETE_ON_ERROR:
+all: $(BINS)
+
+$(O)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_FUZZ) $(SAN_FUZZ) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(O)/libsluice-fuzz.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# fuzz_lockfile: a project file the input does not give is absent, never
+# read from the disk.
+$(O)/fuzz_lockfile: EXTRA_LD := -Wl,--wrap=sl_project_file
+
+# fuzz_config: the config loader and the allowlist file reader open files
+# through the harness (sl_fuzz_fopen), never the disk. Copies of their
+# objects with fopen renamed are linked ahead of the archive.
+$(O)/obj-config/%.o: $(O)/obj/%.o
+	@mkdir -p $(dir $@)
+	objcopy --redefine-sym fopen=sl_fuzz_fopen $< $@
+$(O)/fuzz_config: EXTRA_OBJ := $(O)/obj-config/proxy/config.o $(O)/obj-config/allowlist/allowlist.o
+$(O)/fuzz_config: $(O)/obj-config/proxy/config.o $(O)/obj-config/allowlist/allowlist.o
+
+$(O)/%: tests/fuzz/%.c $(O)/libsluice-fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_FUZZ) $(SAN_FUZZ) -fsanitize=fuzzer -MMD -MP -MF $@.d $< $(EXTRA_OBJ) \
+	  $(O)/libsluice-fuzz.a $(LIBS_FUZZ) $(EXTRA_LD) -o $@
+
+-include $(LIB_OBJ:.o=.d) $(BINS:=.d)
