@@ -1,0 +1,48 @@
+# bench/bench.mk: the benchmark (issue 6). The top-level Makefile includes it.
+#
+#   make bench        full run (about 25 minutes): the table goes to standard
+#                     output and bench/README.md, raw results to
+#                     bench/results/latest.json
+#   make bench-smoke  about a second per mode; `make test` runs it so the
+#                     harness cannot rot. Fails if a probe fails or a mode
+#                     measures nothing; never asserts on speed.
+#
+# Both need root: bench/run.sh runs everything in a network namespace of its
+# own (unshare --net), on loopback only.
+
+BENCH_CFLAGS   := -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
+                  -Wstrict-prototypes -Wmissing-prototypes
+BENCH_BIN      := build/bench/loadgen build/bench/origin
+# Debian packages the benchmark needs beyond DEB_PKGS (it also uses
+# dnsmasq-base and iproute2 from there).
+BENCH_DEB_PKGS := squid tinyproxy
+
+.PHONY: bench bench-smoke bench-deps bench-bin
+
+build/bench/%: bench/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+bench-bin: $(BENCH_BIN)
+
+# Installs squid and tinyproxy if missing. Where a service manager runs, the
+# Debian packages start their own daemons (squid on *:3128, sluice's default
+# port; tinyproxy on 8888); the bench starts its own, so the freshly
+# installed services are stopped and disabled again.
+bench-deps:
+	@missing=""; for p in $(BENCH_DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  $(MAKE) --no-print-directory deps DEB_PKGS="$$missing" || exit 1; \
+	  if [ -d /run/systemd/system ]; then \
+	    for p in $$missing; do systemctl disable --now $$p >/dev/null 2>&1 || true; done; \
+	  fi; \
+	fi
+
+bench: deps bench-deps
+	$(MAKE) build/sluice $(BENCH_BIN)
+	bench/run.sh
+
+bench-smoke: bench-deps build/sluice $(BENCH_BIN)
+	bench/run.sh --smoke -q

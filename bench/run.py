@@ -1,0 +1,1352 @@
+#!/usr/bin/python3
+"""The sluice benchmark driver (issue 6). Run it through bench/run.sh, which
+puts it in a network namespace of its own; see bench/README.md.
+
+It starts the origin (bench/origin.c), a dnsmasq, and one proxy after another
+(squid, tinyproxy, sluice with a one-entry allowlist, sluice with the full
+policy), probes each (the origin must pass, a decoy port must be refused),
+drives each with the load generator (bench/loadgen.c) and a direct baseline,
+prints one table, and writes the raw results as JSON.
+
+Python standard library only. Installs nothing. Every process it starts is
+stopped by its PID; every measurement is bounded in time.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LOADGEN = os.path.join(ROOT, "build", "bench", "loadgen")
+ORIGIN = os.path.join(ROOT, "build", "bench", "origin")
+SLUICE = os.environ.get("SLUICE_BIN", os.path.join(ROOT, "build", "sluice"))
+SQUID = shutil.which("squid") or "/usr/sbin/squid"
+TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
+DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
+
+# Everything is on loopback, inside the namespace run.sh made.
+ORIGIN_IP = "127.0.0.2"
+ORIGIN_PORT = 8080
+DECOY_PORT = 8081
+DNS_IP = "127.0.0.53"
+SMALL_BYTES = 64
+# full-policy names; dnsmasq answers them with ORIGIN_IP
+NAME_TUNNEL = "t.origin.bench.test"
+NAME_HTTP = "h.origin.bench.test"
+DNS_TTL = 5
+
+PROFILES = {
+    "full": dict(duration=10.0, warmup=1.0, conc=(50, 200), rate=500, bulk=1 << 30,
+                 bulk_limit=90.0, idle_n=10000, idle_first=1000, idle_limit=300.0,
+                 timeout_ms=10000, rounds=2),
+    "smoke": dict(duration=1.0, warmup=0.2, conc=(4, 16), rate=200, bulk=16 << 20,
+                  bulk_limit=15.0, idle_n=200, idle_first=100, idle_limit=15.0,
+                  timeout_ms=5000, rounds=1),
+}
+
+LOG_POLICY = {
+    "squid": "access_log stdio: one write(2) per line (buffered_logs off, the default), no fsync",
+    "tinyproxy": "one write(2) and one fsync(2) per log line (LogLevel Info: a connect line and a request line per connection)",
+    "sluice": "decision log: deny lines written before the refusal is sent; allow and close lines buffered, "
+              "written within 100 ms or at 64 KiB; no fsync; SHA-256 hash chain on every line",
+    "sluice-full": "the same as sluice (the decision log on, in a file)",
+}
+
+verbose = True
+
+
+def say(msg):
+    if verbose:
+        print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# processes
+# --------------------------------------------------------------------------
+
+class Proc:
+    """A process this driver started; stopped by its PID."""
+    started = []
+
+    def __init__(self, name, argv, workdir, stdin=subprocess.DEVNULL, stdout=None, env=None):
+        self.name = name
+        self.argv = argv
+        self.err_path = os.path.join(workdir, f"{name}.stderr")
+        self.err = open(self.err_path, "wb")
+        self.p = subprocess.Popen(argv, stdin=stdin, stdout=stdout if stdout else self.err,
+                                  stderr=self.err, env=env, start_new_session=False)
+        self.pid = self.p.pid
+        Proc.started.append(self)
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, timeout=15):
+        if self.p.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                say(f"{self.name} (pid {self.pid}) did not stop within {timeout} s; SIGKILL")
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.p.wait(5)
+        self.err.close()
+        if self in Proc.started:
+            Proc.started.remove(self)
+        return self.p.returncode
+
+    def stderr_text(self, limit=4000):
+        try:
+            with open(self.err_path, "rb") as f:
+                data = f.read()
+            return data[-limit:].decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def stop_all():
+    for p in list(reversed(Proc.started)):
+        try:
+            p.stop(timeout=5)
+        except Exception as e:  # keep stopping the others
+            print(f"bench: stopping {p.name}: {e}", file=sys.stderr)
+
+
+def wait_port(ip, port, proc, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and not proc.alive():
+            raise RuntimeError(f"{proc.name} exited {proc.p.returncode}: {proc.stderr_text()}")
+        try:
+            with socket.create_connection((ip, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{proc.name if proc else ip}: nothing accepts on {ip}:{port} after {timeout} s")
+
+
+def children_of(pid):
+    """pid and all its descendants."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def rss_kb(pid):
+    total = 0
+    for p in children_of(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def fd_count(pid):
+    n = 0
+    for p in children_of(pid):
+        try:
+            n += len(os.listdir(f"/proc/{p}/fd"))
+        except OSError:
+            pass
+    return n
+
+
+def threads(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# --------------------------------------------------------------------------
+# plain HTTP over a socket, for the probes
+# --------------------------------------------------------------------------
+
+def read_head(sock, buf=b""):
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return None, buf
+        buf += chunk
+        if len(buf) > 65536:
+            raise ValueError("head too long")
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    m = re.match(r"HTTP/1\.\d (\d{3})", lines[0])
+    status = int(m.group(1)) if m else 0
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return (status, lines[0], headers), rest
+
+
+def read_body(sock, headers, rest):
+    if "content-length" in headers:
+        n = int(headers["content-length"])
+        while len(rest) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        return rest[:n]
+    while True:   # to EOF
+        chunk = sock.recv(65536)
+        if not chunk:
+            return rest
+        rest += chunk
+
+
+def exchange(addr, data, want_body=True, timeout=5.0):
+    """Send data on a new connection; return (status, status_line, headers, body, sock)."""
+    s = socket.create_connection(addr, timeout=timeout)
+    s.sendall(data)
+    head, rest = read_head(s)
+    if head is None:
+        return 0, "(connection closed without a reply)", {}, b"", s
+    status, line, headers = head
+    body = read_body(s, headers, rest) if want_body else rest
+    return status, line, headers, body, s
+
+
+def origin_stats():
+    st, _, _, body, s = exchange((ORIGIN_IP, ORIGIN_PORT), b"GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.close()
+    return json.loads(body)
+
+
+def probe(proxy_addr, tunnel_target, http_target, decoy_tunnel, decoy_http):
+    """The allow/deny probe. Returns (ok, [checks])."""
+    checks = []
+
+    def check(name, ok, detail):
+        checks.append({"check": name, "ok": bool(ok), "detail": detail})
+        return ok
+
+    decoy_before = origin_stats()["decoy_accepts"]
+    small = b"x" * SMALL_BYTES
+    # 1. CONNECT to the origin, a request through the tunnel
+    try:
+        st, line, _, _, s = exchange(proxy_addr, f"CONNECT {tunnel_target} HTTP/1.1\r\nHost: {tunnel_target}\r\n\r\n".encode(),
+                                     want_body=False)
+        ok = st == 200
+        detail = line
+        if ok:
+            s.sendall(f"GET /small HTTP/1.1\r\nHost: {tunnel_target}\r\n\r\n".encode())
+            head, rest = read_head(s)
+            body = read_body(s, head[2], rest) if head else b""
+            ok = head is not None and head[0] == 200 and body == small
+            detail += f"; through the tunnel: {head[1] if head else 'no reply'}"
+        s.close()
+        check("CONNECT origin passes", ok, detail)
+    except (OSError, ValueError) as e:
+        check("CONNECT origin passes", False, repr(e))
+    # 2. absolute-form GET to the origin
+    try:
+        st, line, _, body, s = exchange(proxy_addr, f"GET http://{http_target}/small HTTP/1.1\r\nHost: {http_target}\r\n\r\n".encode())
+        s.close()
+        check("GET origin passes", st == 200 and body == small, line)
+    except (OSError, ValueError) as e:
+        check("GET origin passes", False, repr(e))
+    # 3. CONNECT to the decoy port
+    try:
+        st, line, hdrs, _, s = exchange(proxy_addr, f"CONNECT {decoy_tunnel} HTTP/1.1\r\nHost: {decoy_tunnel}\r\n\r\n".encode(),
+                                        want_body=False)
+        s.close()
+        check("CONNECT decoy refused", st != 200, line + (f" ({hdrs.get('sluice-decision')})" if hdrs.get("sluice-decision") else ""))
+    except (OSError, ValueError) as e:
+        check("CONNECT decoy refused", True, f"connection failed: {e!r}")
+    # 4. absolute-form GET to the decoy port
+    try:
+        st, line, hdrs, body, s = exchange(proxy_addr, f"GET http://{decoy_http}/small HTTP/1.1\r\nHost: {decoy_http}\r\n\r\n".encode())
+        s.close()
+        check("GET decoy refused", not (200 <= st < 300) and b"DECOY" not in body,
+              line + (f" ({hdrs.get('sluice-decision')})" if hdrs.get("sluice-decision") else ""))
+    except (OSError, ValueError) as e:
+        check("GET decoy refused", True, f"connection failed: {e!r}")
+    time.sleep(0.2)
+    decoy_after = origin_stats()["decoy_accepts"]
+    check("decoy port never reached", decoy_after == decoy_before,
+          f"decoy accepts {decoy_before} -> {decoy_after}")
+    return all(c["ok"] for c in checks), checks
+
+
+# --------------------------------------------------------------------------
+# proxies
+# --------------------------------------------------------------------------
+
+class Target:
+    """What one column of the table talks to."""
+
+    def __init__(self, name, listen_port=None, tunnel_host=None, http_host=None):
+        self.name = name
+        self.port = listen_port
+        self.tunnel_target = f"{tunnel_host or ORIGIN_IP}:{ORIGIN_PORT}"
+        self.http_target = f"{http_host or ORIGIN_IP}:{ORIGIN_PORT}"
+        self.decoy_tunnel = f"{tunnel_host or ORIGIN_IP}:{DECOY_PORT}"
+        self.decoy_http = f"{http_host or ORIGIN_IP}:{DECOY_PORT}"
+        self.proc = None
+        self.notes = []
+
+    @property
+    def proxy_addr(self):
+        return None if self.port is None else ("127.0.0.1", self.port)
+
+    def start(self, workdir):
+        pass
+
+    def stop(self):
+        if self.proc:
+            rc = self.proc.stop()
+            self.proc = None
+            return rc
+        return None
+
+    def version(self):
+        return ""
+
+
+class Direct(Target):
+    def __init__(self):
+        super().__init__("direct")
+
+
+class Squid(Target):
+    def __init__(self, port):
+        super().__init__("squid", port)
+
+    def start(self, workdir):
+        d = os.path.join(workdir, "squid")
+        os.makedirs(d, exist_ok=True)
+        shutil.chown(d, "proxy", "proxy")
+        conf = os.path.join(d, "squid.conf")
+        with open(conf, "w") as f:
+            f.write(f"""# written by bench/run.py
+http_port 127.0.0.1:{self.port}
+acl bench_origin dst {ORIGIN_IP}/32
+acl bench_port port {ORIGIN_PORT}
+http_access allow bench_origin bench_port
+http_access deny all
+cache deny all
+access_log stdio:{d}/access.log
+cache_log {d}/cache.log
+cache_store_log none
+logfile_rotate 0
+pid_filename none
+coredump_dir {d}
+max_filedescriptors 65536
+shutdown_lifetime 1 seconds
+pinger_enable off
+netdb_filename none
+dns_nameservers {DNS_IP}
+visible_hostname sluice-bench
+""")
+        self.log_path = os.path.join(d, "access.log")
+        r = subprocess.run([SQUID, "-k", "parse", "-f", conf], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"squid -k parse failed: {r.stderr[-2000:]}")
+        self.proc = Proc("squid", [SQUID, "-N", "-f", conf], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def version(self):
+        try:
+            return subprocess.run([SQUID, "-v"], capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+
+
+class Tinyproxy(Target):
+    def __init__(self, port):
+        super().__init__("tinyproxy", port)
+
+    def start(self, workdir):
+        d = os.path.join(workdir, "tinyproxy")
+        os.makedirs(d, exist_ok=True)
+        shutil.chown(d, "tinyproxy", "tinyproxy")
+        flt = os.path.join(d, "filter")
+        with open(flt, "w") as f:
+            # FilterURLs: GETs are matched as http://HOST:PORT/..., CONNECTs as HOST:PORT
+            ip = re.escape(ORIGIN_IP)
+            f.write(f"^(http://)?{ip}:{ORIGIN_PORT}(/|$)\n")
+        conf = os.path.join(d, "tinyproxy.conf")
+        with open(conf, "w") as f:
+            f.write(f"""# written by bench/run.py
+User tinyproxy
+Group tinyproxy
+Port {self.port}
+Listen 127.0.0.1
+Timeout 600
+LogFile "{d}/tinyproxy.log"
+LogLevel Info
+PidFile "{d}/tinyproxy.pid"
+MaxClients 20000
+Filter "{flt}"
+FilterURLs On
+FilterType ere
+FilterDefaultDeny Yes
+ConnectPort {ORIGIN_PORT}
+DisableViaHeader Yes
+""")
+        os.chmod(conf, 0o644)
+        os.chmod(flt, 0o644)
+        self.log_path = os.path.join(d, "tinyproxy.log")
+        self.proc = Proc("tinyproxy", [TINYPROXY, "-d", "-c", conf], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def version(self):
+        try:
+            return subprocess.run([TINYPROXY, "-v"], capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return "?"
+
+
+def gen_allowlist(path):
+    """1,000 entries: exact hosts, wildcards, apex entries, some with ports;
+    the bench origin's wildcard sits in the middle. Returns its line number."""
+    lines = ["# 1,000-entry allowlist written by bench/run.py"]
+    origin_line = None
+    for i in range(999):
+        k = i % 10
+        if k < 4:
+            e = f"api{i}.svc{i % 50}.corp{i % 7}.example.net"
+        elif k < 7:
+            e = f"*.cdn{i}.example.org" + (f":{8000 + i % 100}" if i % 3 == 0 else "")
+        elif k < 9:
+            e = f".mirror{i}.example.com"
+        else:
+            e = f"registry{i}.pkgs.example.io:443"
+        lines.append(e)
+        if i == 599:
+            lines.append(f"*.origin.bench.test:{ORIGIN_PORT}")
+            origin_line = len(lines)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return origin_line, len(lines) - 1
+
+
+class Sluice(Target):
+    def __init__(self, name, port, full):
+        if full:
+            super().__init__(name, port, NAME_TUNNEL, NAME_HTTP)
+        else:
+            super().__init__(name, port)
+        self.full = full
+
+    def start(self, workdir):
+        d = os.path.join(workdir, self.name)
+        os.makedirs(d, exist_ok=True)
+        conf = os.path.join(d, "sluice.ini")
+        if self.full:
+            line, n = gen_allowlist(os.path.join(d, "allowlist.txt"))
+            policy = "allowlist = allowlist.txt\n"
+            self.notes.append(f"{n}-entry allowlist (exact, *. and . entries), the origin matched by "
+                              f"`*.origin.bench.test:{ORIGIN_PORT}` on line {line}; names resolved by dnsmasq "
+                              f"(TTL {DNS_TTL} s)")
+        else:
+            policy = f"allow = {ORIGIN_IP}:{ORIGIN_PORT}\n"
+            self.notes.append(f"one allowlist entry, `{ORIGIN_IP}:{ORIGIN_PORT}` (IP literal: no DNS)")
+        self.notes.append(f"allow_cidr = {ORIGIN_IP}/32 (the bench origin's loopback address only; "
+                          "without it sluice refuses loopback answers as non-public)")
+        with open(conf, "w") as f:
+            f.write(f"""; written by bench/run.py
+[proxy]
+listen = 127.0.0.1:{self.port}
+workers = 0
+max_clients = 30000
+shutdown_grace_ms = 1000
+
+[policy]
+{policy}allow_cidr = {ORIGIN_IP}/32
+
+[dns]
+server = {DNS_IP}:53
+
+[log]
+path = decisions.jsonl
+""")
+        self.log_path = os.path.join(d, "decisions.jsonl")
+        r = subprocess.run([SLUICE, "check", "-c", conf], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"sluice check failed ({r.returncode}): {r.stderr[-2000:]}")
+        self.proc = Proc(self.name, [SLUICE, "run", "-c", conf], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def version(self):
+        try:
+            return subprocess.run([SLUICE, "version"], capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+
+
+# --------------------------------------------------------------------------
+# measurements
+# --------------------------------------------------------------------------
+
+def loadgen(args, limit):
+    """Run the load generator; returns its result object (or one with "failed")."""
+    say("  " + " ".join(args))
+    try:
+        r = subprocess.run([LOADGEN] + args, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"loadgen did not finish within {limit:.0f} s", "ops": 0}
+    res = None
+    for line in r.stdout.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if obj.get("event") == "result":
+            res = obj
+    if res is None:
+        return {"failed": f"loadgen exit {r.returncode}: {r.stderr[-500:]}", "ops": 0}
+    if r.stderr.strip():
+        res["stderr"] = r.stderr[-500:]
+    return res
+
+
+def cpu_split(res, proxy_pids, origin_pid):
+    """Sum utime/stime over the proxy's PIDs; the origin's separately."""
+    pu = ps = ou = os_ = 0.0
+    for c in res.get("cpu", []):
+        if c["utime_us"] < 0:
+            continue
+        if c["pid"] == origin_pid:
+            ou += c["utime_us"]
+            os_ += c["stime_us"]
+        elif c["pid"] in proxy_pids:
+            pu += c["utime_us"]
+            ps += c["stime_us"]
+    ops = res.get("ops", 0) or 0
+    out = {"origin_user_us_per_op": ou / ops if ops else None,
+           "origin_sys_us_per_op": os_ / ops if ops else None}
+    if proxy_pids:
+        out["proxy_user_us_per_op"] = pu / ops if ops else None
+        out["proxy_sys_us_per_op"] = ps / ops if ops else None
+    return out
+
+
+def measure_idle(t, prof, n, first, origin_pid):
+    """Open n idle tunnels in steps and sample the proxy's RSS at each."""
+    out = {"n": n, "steps": []}
+    pid = t.proc.pid if t.proc else None
+    if pid:
+        time.sleep(0.3)
+        out["rss_before_kb"] = rss_kb(pid)
+        out["fds_before"] = fd_count(pid)
+    args = ["idle", "--target", t.tunnel_target, "-n", str(n), "--steps", f"{first},{n}",
+            "-c", "100", "-d", str(prof["idle_limit"]), "--hold", str(prof["idle_limit"]),
+            "--timeout-ms", str(prof["timeout_ms"])]
+    if t.proxy_addr:
+        args += ["--proxy", f"127.0.0.1:{t.port}"]
+    else:
+        args += ["--connect", f"{ORIGIN_IP}:{ORIGIN_PORT}"]
+    say("  " + " ".join(args))
+    p = subprocess.Popen([LOADGEN] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 2 * prof["idle_limit"] + 30
+    result = None
+    buf = ""
+    try:
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([p.stdout], [], [], 1.0)
+            if not r:
+                if p.poll() is not None:
+                    break
+                continue
+            line = p.stdout.readline()
+            if not line:
+                break
+            buf += line
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("event") == "at":
+                time.sleep(0.5)   # let the proxy finish its allocations
+                step = {"n": ev["n"], "open": ev["open"], "seconds": ev["seconds"]}
+                if pid:
+                    step["rss_kb"] = rss_kb(pid)
+                    step["fds"] = fd_count(pid)
+                    step["threads"] = threads(pid)
+                out["steps"].append(step)
+                say(f"    {ev['open']} idle tunnels open in {ev['seconds']:.1f} s"
+                    + (" (time limit reached)" if ev.get("partial") else "")
+                    + (f"; proxy RSS {step['rss_kb'] / 1024:.1f} MB" if pid else ""))
+                if ev.get("partial"):
+                    step["partial"] = True
+                p.stdin.write("stop\n" if ev["n"] >= n or ev.get("partial") else "go\n")
+                p.stdin.flush()
+            elif ev.get("event") == "result":
+                result = ev
+                break
+    finally:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+    out["result"] = result
+    if result is None:
+        out["failed"] = "loadgen gave no result: " + (p.stderr.read()[-300:] if p.stderr else "")
+    if pid:
+        # wait for the proxy to let go of the tunnels
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 15 and fd_count(pid) > out["fds_before"] + 20:
+            time.sleep(0.2)
+        out["release_s"] = round(time.monotonic() - t0, 2)
+        out["fds_after"] = fd_count(pid)
+        out["rss_after_kb"] = rss_kb(pid)
+        steps = out["steps"]
+        if steps and steps[-1]["open"] > 0:
+            last = steps[-1]
+            out["rss_at_n_kb"] = last["rss_kb"]
+            out["n_reached"] = last["open"]
+            out["rss_per_1000_kb"] = (last["rss_kb"] - out["rss_before_kb"]) / (last["open"] / 1000.0)
+    elif out["steps"]:
+        out["n_reached"] = out["steps"][-1]["open"]
+    return out
+
+
+def start_and_probe(t, workdir, results):
+    """Start a target, read its RSS at start, probe it. Returns its record."""
+    name = t.name
+    rec = {"name": name, "reported": False, "notes": t.notes, "runs": {}}
+    results["targets"][name] = rec
+    say(f"== {name}")
+    try:
+        t.start(workdir)
+    except Exception as e:
+        rec["failed"] = f"could not start: {e}"
+        say(f"  {name}: {rec['failed']}")
+        t.stop()
+        return rec
+    rec["version"] = t.version()
+    pid = t.proc.pid if t.proc else None
+    if pid:
+        time.sleep(0.5)
+        rec["rss_start_kb"] = rss_kb(pid)
+        rec["threads_start"] = threads(pid)
+        say(f"  RSS at start {rec['rss_start_kb'] / 1024:.1f} MB")
+        ok, checks = probe(t.proxy_addr, t.tunnel_target, t.http_target, t.decoy_tunnel, t.decoy_http)
+        rec["probe"] = {"ok": ok, "checks": checks}
+        for c in checks:
+            say(f"  probe: {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
+        if not ok:
+            rec["failed"] = "failed the allow/deny probe: " + "; ".join(
+                f"{c['check']}: {c['detail']}" for c in checks if not c["ok"])
+            finish(t, rec, workdir)
+            return rec
+    else:
+        # direct: the origin must answer and so must the decoy (the probe's premise)
+        st, line, _, body, s = exchange((ORIGIN_IP, ORIGIN_PORT), b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.close()
+        st2, _, _, body2, s2 = exchange((ORIGIN_IP, DECOY_PORT), b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+        s2.close()
+        ok = st == 200 and body == b"x" * SMALL_BYTES and st2 == 200 and b"DECOY" in body2
+        rec["probe"] = {"ok": ok, "checks": [{"check": "origin and decoy answer directly", "ok": ok, "detail": line}]}
+        if not ok:
+            rec["failed"] = "the origin does not answer directly"
+            return rec
+    rec["reported"] = True
+    return rec
+
+
+def other_cores(res):
+    """CPU (in cores) that processes other than the proxy, the origin and the
+    load generator used during a run: machine busy time minus ours."""
+    w = res.get("window_s") or 0
+    mb = res.get("machine_busy")
+    if not w or mb is None or mb < 0 or "cpu" not in res:
+        return None
+    ours = sum(c["utime_us"] + c["stime_us"] for c in res["cpu"] if c["utime_us"] >= 0)
+    ours += res["self_cpu"]["utime_us"] + res["self_cpu"]["stime_us"]
+    return max(0.0, (mb * (os.cpu_count() or 1) * w * 1e6 - ours) / (w * 1e6))
+
+
+def measure(t, rec, key, args, limit, origin_pid):
+    """One load-generator run against one target."""
+    pid = t.proc.pid if t.proc else None
+    proxy_pids = children_of(pid) if pid else []
+    cpu_args = []
+    for p in proxy_pids[:12] + [origin_pid]:
+        cpu_args += ["--cpu-pid", str(p)]
+    base = cpu_args + (["--proxy", f"127.0.0.1:{t.port}"] if t.proxy_addr
+                       else ["--connect", f"{ORIGIN_IP}:{ORIGIN_PORT}"])
+    res = loadgen(args + base, limit)
+    res.update(cpu_split(res, proxy_pids, origin_pid))
+    res["other_cores"] = other_cores(res)
+    rec.setdefault("all_runs", {}).setdefault(key, []).append(res)
+    rec["runs"][key] = res
+    if key == "bulk":
+        say(f"    {t.name} bulk: {res.get('mb_per_s', 0):,.0f} MB/s, complete {res.get('complete')}")
+    elif "rate" in key:
+        lat = res.get("lat_us", {})
+        say(f"    {t.name} {key}: p50 {lat.get('p50', 0) / 1000:.2f} ms, p99 {lat.get('p99', 0) / 1000:.2f} ms, "
+            f"errors {res.get('errors', '?')}")
+    else:
+        say(f"    {t.name} {key}: {res.get('ops_per_s', 0):,.0f}/s, errors {res.get('errors', '?')}"
+            + (f", proxy CPU {res['proxy_user_us_per_op'] + res['proxy_sys_us_per_op']:.0f} µs/op"
+               if res.get("proxy_user_us_per_op") is not None else "")
+            + (f" [{res['failed']}]" if "failed" in res else ""))
+    if res.get("other_cores") is not None and res["other_cores"] > 0.3:
+        say(f"      (other processes used {res['other_cores']:.1f} cores meanwhile)")
+    return res
+
+
+def mode_plan(prof):
+    """(key, loadgen arguments without the target, time limit), in order."""
+    lim = prof["duration"] + prof["warmup"] + prof["timeout_ms"] / 1000 + 30
+    plan = []
+    for mode in ("tunnel", "http"):
+        for c in prof["conc"]:
+            plan.append((f"{mode}_c{c}", mode, ["-c", str(c), "-d", str(prof["duration"]),
+                                                "--warmup", str(prof["warmup"])], lim))
+    for mode in ("tunnel", "http"):
+        plan.append((f"{mode}_rate{prof['rate']}", mode,
+                     ["-c", "200", "--rate", str(prof["rate"]), "-d", str(prof["duration"]),
+                      "--warmup", str(prof["warmup"])], lim))
+    plan.append(("bulk", "bulk", ["--bytes", str(prof["bulk"]), "-d", str(prof["bulk_limit"])],
+                 prof["bulk_limit"] + 30))
+    return plan
+
+
+def finish(t, rec, workdir):
+    """RSS after the runs, stop by PID, read its log."""
+    pid = t.proc.pid if t.proc else None
+    if not pid:
+        return
+    time.sleep(0.5)
+    rec["rss_end_kb"] = rss_kb(pid)
+    rec["fds_end"] = fd_count(pid)
+    rec["threads_end"] = threads(pid)
+    rc = t.stop()
+    rec["exit_code"] = rc
+    try:
+        with open(os.path.join(workdir, f"{t.name}.stderr"), "rb") as f:
+            rec["stderr_tail"] = f.read()[-3000:].decode(errors="replace")
+    except OSError:
+        pass
+    if rec.get("reported"):
+        say(f"  {t.name}: RSS after all runs {rec['rss_end_kb'] / 1024:.1f} MB; exit {rc}")
+        rec["log"] = log_summary(t)
+
+
+def log_summary(t):
+    path = getattr(t, "log_path", None)
+    out = {"path": os.path.basename(path) if path else None}
+    if not path or not os.path.exists(path):
+        out["lines"] = 0
+        return out
+    n = 0
+    reasons = {}
+    events = {}
+    bad = 0
+    with open(path, "rb") as f:
+        for line in f:
+            n += 1
+            if isinstance(t, Sluice):
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    bad += 1
+                    continue
+                events[obj.get("event")] = events.get(obj.get("event"), 0) + 1
+                if obj.get("event") == "decision":
+                    k = f"{obj.get('decision')}:{obj.get('reason')}"
+                    reasons[k] = reasons.get(k, 0) + 1
+                elif obj.get("event") == "close":
+                    k = f"close:{obj.get('end')}"
+                    reasons[k] = reasons.get(k, 0) + 1
+    out["lines"] = n
+    out["bytes"] = os.path.getsize(path)
+    if isinstance(t, Sluice):
+        out["events"] = events
+        out["reasons"] = reasons
+        out["not_json"] = bad
+        # the hash chain must hold after the load (where this sluice has `audit`)
+        try:
+            r = subprocess.run([SLUICE, "audit", "--verify", path], capture_output=True, text=True, timeout=300)
+            text = (r.stdout + r.stderr).strip()
+            if "unknown command" not in text:
+                out["verify"] = {"exit": r.returncode, "said": text[-300:]}
+        except (OSError, subprocess.SubprocessError) as e:
+            out["verify"] = {"exit": None, "said": repr(e)}
+    return out
+
+
+# --------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------
+
+def fmt_num(v, digits=0):
+    if v is None:
+        return "—"
+    if digits == 0:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+
+def ratio(v, ref):
+    if v is None or ref is None or ref == 0:
+        return None
+    return v / ref
+
+
+def build_rows(results, prof):
+    T = results["targets"]
+    rate = prof["rate"]
+    c1, c2 = prof["conc"]
+    idle_n = results["meta"]["idle_n"]
+
+    def run(name, key):
+        return T.get(name, {}).get("runs", {}).get(key, {})
+
+    def ops(key):
+        return lambda n: run(n, key).get("ops_per_s") if run(n, key).get("ops") else None
+
+    def cpu(key):
+        def f(n):
+            r = run(n, key)
+            if n == "direct":
+                u, s = r.get("origin_user_us_per_op"), r.get("origin_sys_us_per_op")
+            else:
+                u, s = r.get("proxy_user_us_per_op"), r.get("proxy_sys_us_per_op")
+            if u is None or s is None:
+                return None
+            return (u + s, u, s)
+        return f
+
+    def lat(key, pct):
+        return lambda n: run(n, key).get("lat_us", {}).get(pct, 0) / 1000 if run(n, key).get("lat_us") else None
+
+    def behind(key):
+        def f(n):
+            r = run(n, key)
+            if r.get("incomplete") or (r.get("drain_s") or 0) > 1.0 or (r.get("ops_per_s") or 0) < 0.95 * rate:
+                return "†"
+            return ""
+        return f
+
+    def bulk_flag(n):
+        r = run(n, "bulk")
+        return "" if r.get("complete") else "‡"
+
+    def bulk(n):
+        r = run(n, "bulk")
+        return r.get("mb_per_s") if r.get("bytes") else None
+
+    def mem(field, scale=1 / 1024):
+        def f(n):
+            if n == "direct":
+                return None
+            v = T.get(n, {}).get(field)
+            return v * scale if v is not None else None
+        return f
+
+    def idle(field):
+        def f(n):
+            if n == "direct":
+                return None
+            v = T.get(n, {}).get("idle", {}).get(field)
+            return v / 1024 if v is not None else None
+        return f
+
+    def idle_short(n):
+        got = T.get(n, {}).get("idle", {}).get("n_reached")
+        if n == "direct" or got is None or got >= idle_n:
+            return ""
+        return f" (only {got:,} opened)"
+
+    def other(n):
+        vals = [run(n, f"{m}_c{c}").get("other_cores") for m in ("tunnel", "http") for c in (c1, c2)]
+        vals = [v for v in vals if v is not None]
+        return sum(vals) / len(vals) if vals else None
+
+    def errors(n):
+        tot = 0
+        for k, r in T.get(n, {}).get("runs", {}).items():
+            tot += r.get("errors", 0) or 0
+        ir = (T.get(n, {}).get("idle", {}) or {}).get("result") or {}
+        tot += ir.get("errors", 0) or 0
+        return tot
+
+    return [
+        # label, getter, digits, kind ('hi' higher is better, 'lo' lower is better, 'cpu')
+        (f"tunnels/s, C={c1}", ops(f"tunnel_c{c1}"), 0, "hi"),
+        (f"tunnels/s, C={c2}", ops(f"tunnel_c{c2}"), 0, "hi"),
+        (f"CPU µs per tunnel, C={c1} (user+sys)¹", cpu(f"tunnel_c{c1}"), 0, "cpu"),
+        (f"requests/s keep-alive, C={c1}", ops(f"http_c{c1}"), 0, "hi"),
+        (f"requests/s keep-alive, C={c2}", ops(f"http_c{c2}"), 0, "hi"),
+        (f"CPU µs per request, C={c1} (user+sys)¹", cpu(f"http_c{c1}"), 0, "cpu"),
+        (f"tunnel latency p50 at {rate}/s, ms", lat(f"tunnel_rate{rate}", "p50"), 2, "lo", behind(f"tunnel_rate{rate}")),
+        (f"tunnel latency p99 at {rate}/s, ms", lat(f"tunnel_rate{rate}", "p99"), 2, "lo", behind(f"tunnel_rate{rate}")),
+        (f"request latency p50 at {rate}/s, ms", lat(f"http_rate{rate}", "p50"), 2, "lo", behind(f"http_rate{rate}")),
+        (f"request latency p99 at {rate}/s, ms", lat(f"http_rate{rate}", "p99"), 2, "lo", behind(f"http_rate{rate}")),
+        ("bulk MB/s, one tunnel", bulk, 0, "hi", bulk_flag),
+        ("RSS at start, MB", mem("rss_start_kb"), 1, "lo"),
+        ("RSS per 1,000 idle tunnels, MB", idle("rss_per_1000_kb"), 2, "lo"),
+        (f"RSS holding {idle_n:,} idle tunnels, MB²", idle("rss_at_n_kb"), 1, "lo", idle_short),
+        ("RSS after all runs, MB", mem("rss_end_kb"), 1, "lo"),
+        ("errors, all runs", errors, 0, "err"),
+        ("other processes' CPU during the throughput runs, cores³", other, 2, "info"),
+    ]
+
+
+def render_table(results, prof):
+    T = results["targets"]
+    cols = [n for n in results["order"] if T.get(n, {}).get("reported")]
+    rows = build_rows(results, prof)
+    header = "| figure | " + " | ".join(cols) + " |"
+    sep = "|---|" + "---|" * len(cols)
+    out = [header, sep]
+    for row in rows:
+        label, get, digits, kind = row[:4]
+        flag = row[4] if len(row) > 4 else (lambda n: "")
+        cells = []
+        d = get("direct") if "direct" in cols else None
+        s = get("squid") if "squid" in cols else None
+        for n in cols:
+            v = get(n)
+            if kind == "cpu":
+                if v is None:
+                    cells.append("—")
+                    continue
+                tot, u, sy = v
+                txt = f"{tot:,.0f} ({u:,.0f}u+{sy:,.0f}s)"
+                rd = ratio(tot, d[0] if d else None)
+                rs = ratio(tot, s[0] if s else None)
+            elif kind == "err":
+                cells.append(str(v))
+                continue
+            elif kind == "info":
+                cells.append("—" if v is None else f"{v:.2f}")
+                continue
+            else:
+                if v is None:
+                    cells.append("—")
+                    continue
+                txt = fmt_num(v, digits) + flag(n)
+                rd = ratio(v, d)
+                rs = ratio(v, s)
+            parts = []
+            if n != "direct" and rd is not None:
+                parts.append(f"{rd:.2f}×d")
+            if n != "squid" and rs is not None:
+                parts.append(f"{rs:.2f}×s")
+            cells.append(txt + (f" ({', '.join(parts)})" if parts else ""))
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def render_footer(results, prof):
+    T = results["targets"]
+    meta = results["meta"]
+    lines = []
+    lines.append("×d: ratio to direct (no proxy); ×s: ratio to squid. Higher is better for /s and MB/s, "
+                 "lower for CPU, latency and RSS.")
+    lines.append("¹ CPU of the proxy process (all threads, and child processes if any) from /proc/PID/stat, "
+                 "utime and stime over the measured window, divided by the operations completed in it; "
+                 "u = user, s = system. In the direct column: the origin server's CPU per operation, "
+                 "i.e. what one endpoint of the same exchange costs.")
+    lines.append(f"Latency: {prof['rate']} operations per second offered on a fixed schedule (at most 200 "
+                 "at once), measured from each operation's scheduled start, so queueing behind a slow gate "
+                 "counts. † the gate did not keep up with the offered rate (the window's operations took more "
+                 "than 1 s past its end to finish, or some never did: those count with their age at the "
+                 "cut-off, a lower bound).")
+    lines.append("Tunnels: connect, CONNECT, a 64-byte GET and its response through the tunnel, close. "
+                 "Requests: absolute-form GETs on keep-alive client connections (a gate that closes the "
+                 "client connection after each response makes the client reconnect; that is counted). "
+                 "Bulk: one tunnel, one GET of the whole body; ‡ incomplete within the time limit.")
+    if meta.get("idle_note"):
+        lines.append("² " + meta["idle_note"])
+    else:
+        lines.append(f"² RSS (VmRSS) of the proxy holding {meta['idle_n']:,} idle CONNECT tunnels "
+                     f"(opened {meta['idle_first']:,} first, then the rest); per 1,000 = "
+                     "(RSS at the end − RSS just before) / (tunnels / 1,000).")
+    lines.append("³ Machine CPU time (from /proc/stat) minus that of the proxy, the origin and the load "
+                 "generator, averaged over the four throughput runs: what other programs on the machine (and kernel "
+                 "threads, such as a file system journal flushing a proxy's fsyncs) took "
+                 "meanwhile, out of 2 cores. Above a few tenths, that column's /s and latency figures are "
+                 "depressed; CPU per operation much less so. Every mode is run on all targets back to back, "
+                 "so a change in the machine's load skews neighbouring columns alike"
+                 + (f"; each mode ran {prof['rounds']} times and each cell shows the run in which other "
+                    "processes took the least CPU." if prof.get("rounds", 1) > 1 else "."))
+    lines.append("Log flushing: " + "; ".join(
+        f"**{n}**: {LOG_POLICY[n]}" for n in results["order"] if n in LOG_POLICY and T.get(n, {}).get("reported")) + ".")
+    logs = []
+    for n in results["order"]:
+        lg = T.get(n, {}).get("log")
+        if T.get(n, {}).get("reported") and lg:
+            v = lg.get("verify")
+            logs.append(f"{n} {lg.get('lines', 0):,}" + (
+                "" if not v else " (hash chain verified by `sluice audit --verify`)" if v.get("exit") == 0
+                else " (**`sluice audit --verify` failed**)"))
+    if logs:
+        lines.append("Log lines written during the run: " + ", ".join(logs) + ".")
+    for n in results["order"]:
+        r = T.get(n, {})
+        if not r.get("reported"):
+            lines.append(f"**{n} is not reported**: {r.get('failed', 'not run')}.")
+    for n in results["order"]:
+        r = T.get(n, {})
+        if r.get("reported") and r.get("notes"):
+            lines.append(f"{n}: " + "; ".join(r["notes"]) + ".")
+    lines.append(
+        f"Machine: {meta['cpus']} CPUs ({meta['cpu_model']}), kernel {meta['kernel']}; the load generator "
+        f"(one thread), the origin (one thread) and the proxy share them. sluice runs "
+        f"{meta.get('sluice_workers', '?')} workers, squid one process, tinyproxy a thread per connection. "
+        f"Load average at start {meta['loadavg_start']}, at end {meta.get('loadavg_end', '?')}.")
+    if meta.get("other_load"):
+        lines.append("Other processes busy on the machine at the start (not part of the bench): "
+                     + meta["other_load"] + ".")
+    lines.append(f"Profile `{meta['profile']}`: {prof['duration']:g} s measured after {prof['warmup']:g} s warm-up "
+                 f"per throughput and latency run; bulk {prof['bulk'] / 2**20:,.0f} MiB; all on loopback in a "
+                 f"private network namespace; {meta['date']}, sluice {meta.get('sluice_rev', '?')}.")
+    return "\n".join(f"- {l}" for l in lines)
+
+
+# --------------------------------------------------------------------------
+# setup
+# --------------------------------------------------------------------------
+
+def setup_namespace():
+    parent = os.environ.get("SLUICE_BENCH_PARENT_NETNS")
+    mine = os.readlink("/proc/self/ns/net")
+    if not parent or parent == mine:
+        sys.exit("bench: not in a network namespace of its own; run bench/run.sh, not run.py")
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
+    names = [l.split(":")[1].strip() for l in links.splitlines() if l.strip()]
+    if names != ["lo"]:
+        sys.exit(f"bench: the network namespace has links other than lo: {names}")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    # per-namespace settings: more ephemeral ports for the short-lived connections
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", "w") as f:
+            f.write("10000 65000")
+    except OSError as e:
+        say(f"could not widen ip_local_port_range: {e}")
+
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for want in (1 << 20, 1 << 17, 65536):
+        if hard >= want:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+            hard = want
+            break
+        except (ValueError, OSError):
+            continue
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def other_load():
+    """The busiest processes on the machine right now that are not ours (1 s sample)."""
+    def sample():
+        out = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    s = f.read()
+                comm = s[s.index("(") + 1:s.rindex(")")]
+                fields = s.rsplit(")", 1)[1].split()
+                out[int(d)] = (comm, int(fields[11]) + int(fields[12]))
+            except (OSError, ValueError, IndexError):
+                pass
+        return out
+    a = sample()
+    time.sleep(1.0)
+    b = sample()
+    tck = os.sysconf("SC_CLK_TCK")
+    mine = set(children_of(os.getpid()))
+    busy = []
+    for pid, (comm, t) in b.items():
+        if pid in mine or pid not in a:
+            continue
+        cpu = (t - a[pid][1]) / tck
+        if cpu >= 0.05:
+            busy.append((cpu, comm))
+    busy.sort(reverse=True)
+    total = sum(c for c, _ in busy)
+    if total < 0.1:
+        return ""
+    by = {}
+    for c, comm in busy:
+        by[comm] = by.get(comm, 0) + c
+    top = sorted(by.items(), key=lambda x: -x[1])[:6]
+    return f"{total:.1f} CPUs busy: " + ", ".join(f"{c} {v:.2f}" for c, v in top)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def update_readme(table_md):
+    path = os.path.join(HERE, "README.md")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return False
+    begin, end = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
+    if begin not in text or end not in text:
+        return False
+    pre, rest = text.split(begin, 1)
+    _, post = rest.split(end, 1)
+    with open(path, "w") as f:
+        f.write(pre + begin + "\n" + table_md + "\n" + end + post)
+    return True
+
+
+def main():
+    global verbose
+    ap = argparse.ArgumentParser(description="sluice benchmark (run through bench/run.sh)")
+    ap.add_argument("--smoke", action="store_true", help="about a second per mode, small C and byte counts")
+    ap.add_argument("--only", action="append", default=[],
+                    help="measure only these targets (direct, squid, tinyproxy, sluice, sluice-full); repeatable")
+    ap.add_argument("--duration", type=float, help="seconds per throughput/latency run")
+    ap.add_argument("--rounds", type=int, help="measure every mode this many times (full: 2, smoke: 1); "
+                    "each cell reports the round least disturbed by other processes")
+    ap.add_argument("--json", help="where to write the raw results")
+    ap.add_argument("--no-readme", action="store_true", help="do not update the table in bench/README.md")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory (configs, logs)")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    a = ap.parse_args()
+    verbose = not a.quiet
+    prof = dict(PROFILES["smoke" if a.smoke else "full"])
+    if a.duration:
+        prof["duration"] = a.duration
+    rounds = a.rounds or prof["rounds"]
+    prof["rounds"] = rounds
+    out_json = a.json or (os.path.join(ROOT, "build", "bench", "smoke.json") if a.smoke
+                          else os.path.join(HERE, "results", "latest.json"))
+
+    for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"), (SLUICE, "make build/sluice")):
+        if not os.access(b, os.X_OK):
+            sys.exit(f"bench: {b} is missing; build it first ({what}, or make bench)")
+
+    setup_namespace()
+    hard = raise_nofile()
+    # tunnels the fd limit allows: the proxy holds two descriptors per tunnel
+    idle_n = prof["idle_n"]
+    idle_note = None
+    fd_room = (hard - 300) // 2
+    if fd_room < idle_n:
+        capped = max(100, fd_room // 100 * 100)
+        idle_note = (f"RSS holding {capped:,} idle CONNECT tunnels, not {idle_n:,}: RLIMIT_NOFILE's hard limit "
+                     f"is {hard:,} here and cannot be raised (no CAP_SYS_RESOURCE), and a proxy holds two "
+                     f"descriptors per tunnel. Per 1,000 = (RSS at the end − RSS just before) / "
+                     f"(tunnels / 1,000).")
+        idle_n = capped
+    first = min(prof["idle_first"], idle_n)
+
+    workdir = tempfile.mkdtemp(prefix="sluice-bench-")
+    os.chmod(workdir, 0o755)
+    rev = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    results = {
+        "meta": {
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "profile": "smoke" if a.smoke else "full",
+            "params": prof,
+            "cpus": os.cpu_count(),
+            "cpu_model": cpu_model(),
+            "kernel": os.uname().release,
+            "rlimit_nofile": hard,
+            "idle_n": idle_n,
+            "idle_first": first,
+            "idle_note": idle_note,
+            "loadavg_start": loadavg(),
+            "sluice_rev": rev,
+            "workdir": workdir if a.keep else None,
+        },
+        "order": [],
+        "targets": {},
+    }
+    if not a.smoke:
+        results["meta"]["other_load"] = other_load()
+    results["meta"]["sluice_workers"] = os.cpu_count()
+
+    all_targets = [Direct(), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
+                   Sluice("sluice-full", 3129, True)]
+    targets = [t for t in all_targets if not a.only or t.name in a.only]
+    results["order"] = [t.name for t in targets]
+    T = results["targets"]
+    failed = False
+    problems = []
+
+    def on_term(sig, frame):
+        raise KeyboardInterrupt(f"signal {sig}")
+    signal.signal(signal.SIGTERM, on_term)
+
+    try:
+        origin = Proc("origin", [ORIGIN, "--listen", f"{ORIGIN_IP}:{ORIGIN_PORT}", "--decoy", f"{ORIGIN_IP}:{DECOY_PORT}",
+                                 "--small-bytes", str(SMALL_BYTES)], workdir)
+        wait_port(ORIGIN_IP, ORIGIN_PORT, origin)
+        dns = Proc("dnsmasq", [DNSMASQ, "--keep-in-foreground", "--user=root", "--group=root", "--pid-file=",
+                               "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
+                               f"--listen-address={DNS_IP}", "--bind-interfaces", "--port=53",
+                               f"--local-ttl={DNS_TTL}", "--local=/bench.test/", "--log-facility=-",
+                               f"--host-record={NAME_TUNNEL},{ORIGIN_IP}", f"--host-record={NAME_HTTP},{ORIGIN_IP}"],
+                   workdir)
+        time.sleep(0.3)
+        if not dns.alive():
+            raise RuntimeError(f"dnsmasq exited: {dns.stderr_text()}")
+
+        # every target is up at once (an idle proxy costs nothing) so that each
+        # mode is measured on all of them back to back: a machine whose other
+        # load changes over the run then skews the columns alike
+        live = []
+        for t in targets:
+            rec = start_and_probe(t, workdir, results)
+            if rec.get("reported"):
+                live.append(t)
+            else:
+                failed = True
+                problems.append(f"{t.name}: {rec.get('failed')}")
+        say("== idle tunnels (memory)")
+        for t in live:
+            say(f"  {t.name}")
+            T[t.name]["idle"] = measure_idle(t, prof, idle_n, first, origin.pid)
+        for rnd in range(rounds):
+            for key, mode, args, lim in mode_plan(prof):
+                say(f"== {key}" + (f", round {rnd + 1} of {rounds}" if rounds > 1 else ""))
+                for t in live:
+                    tgt = t.http_target if mode == "http" else t.tunnel_target
+                    measure(t, T[t.name], key, [mode, "--target", tgt, "--timeout-ms", str(prof["timeout_ms"])] + args,
+                            lim, origin.pid)
+        # with several rounds, each cell reports the round in which other
+        # processes took the least CPU (all rounds stay in the JSON)
+        for t in live:
+            rec = T[t.name]
+            for key, lst in rec.get("all_runs", {}).items():
+                ok = [r for r in lst if r.get("ops")] or lst
+                rec["runs"][key] = min(ok, key=lambda r: r["other_cores"] if r.get("other_cores") is not None else 99)
+        say("== stopping")
+        for t in live:
+            finish(t, T[t.name], workdir)
+        for t in live:
+            rec = T[t.name]
+            # every mode must have produced a measurement
+            for key, lst in rec.get("all_runs", {}).items():
+                for r in lst:
+                    if "failed" in r or not r.get("ops"):
+                        failed = True
+                        problems.append(f"{t.name} {key}: no measurement ({r.get('failed') or r.get('last_error')})")
+                    elif r.get("errors"):
+                        problems.append(f"{t.name} {key}: {r['errors']} errors ({r.get('last_error')})")
+            idle = rec.get("idle", {})
+            if not idle.get("steps") or not idle.get("n_reached"):
+                failed = True
+                problems.append(f"{t.name} idle: no measurement ({idle.get('failed') or (idle.get('result') or {}).get('last_error')})")
+            elif idle.get("n_reached", 0) < idle_n:
+                problems.append(f"{t.name} idle: only {idle['n_reached']} of {idle_n} tunnels opened")
+            ver = (rec.get("log") or {}).get("verify")
+            if ver and ver.get("exit") != 0:
+                problems.append(f"{t.name}: `sluice audit --verify` on its decision log: {ver.get('said')}")
+            if (rec.get("log") or {}).get("not_json"):
+                problems.append(f"{t.name}: {rec['log']['not_json']} decision log lines are not JSON")
+            if rec.get("exit_code") not in (None, 0):
+                problems.append(f"{t.name} exited {rec['exit_code']} on SIGTERM")
+        origin.stop()
+        dns.stop()
+    except KeyboardInterrupt as e:
+        print(f"bench: interrupted ({e})", file=sys.stderr)
+        failed = True
+        problems.append("interrupted")
+    finally:
+        stop_all()
+
+    results["meta"]["loadavg_end"] = loadavg()
+    results["problems"] = problems
+    table = render_table(results, prof)
+    footer = render_footer(results, prof)
+    print()
+    print(table)
+    print()
+    print(footer)
+    if problems:
+        print()
+        print("Problems:")
+        for p in problems:
+            print(f"- {p}")
+    results["table_markdown"] = table + "\n\n" + footer
+    os.makedirs(os.path.dirname(out_json), exist_ok=True)
+    with open(out_json, "w") as f:
+        json.dump(results, f, indent=1, sort_keys=False)
+        f.write("\n")
+    say(f"raw results: {os.path.relpath(out_json, ROOT)}")
+    if not a.smoke and not a.only and not a.no_readme and not failed:
+        if update_readme(table + "\n\n" + footer):
+            say("table written to bench/README.md")
+    if a.keep:
+        say(f"kept {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if failed:
+        print("bench: FAILED: " + "; ".join(p for p in problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
