@@ -58,7 +58,7 @@ PROFILES = {
 
 LOG_POLICY = {
     "squid": "access_log stdio: one write(2) per line (buffered_logs off, the default), no fsync",
-    "tinyproxy": "one write(2) and one fsync(2) per log line (LogLevel Info: a connect line and a request line per connection)",
+    "tinyproxy": "one write(2) and one fsync(2) per log line (LogLevel Info: about 7 lines per connection)",
     "sluice": "decision log: deny lines written before the refusal is sent; allow and close lines buffered, "
               "written within 100 ms or at 64 KiB; no fsync; SHA-256 hash chain on every line",
     "sluice-full": "the same as sluice (the decision log on, in a file)",
