@@ -3,6 +3,8 @@ in name order, with FILE:LINE provenance; dot-names and other files skipped."""
 
 import subprocess
 
+import pytest
+
 from sluicetest.checks import assert_refused
 from sluicetest.client import connect
 from sluicetest.proc import sanitizer_env
@@ -45,10 +47,25 @@ def test_check_lists_dir_entries_and_refuses_a_missing_dir(sluice_bin, tmp_path)
 
 
 def test_no_dns_server_is_fine_when_nothing_needs_dns(sluice_bin, tmp_path):
-    ini = tmp_path / "s.ini"
-    ini.write_text("[policy]\nallow = 11.0.0.1:9000\n")
-    env = sanitizer_env()
-    # An IP-literal-only policy needs no resolver; a name does.
-    r = subprocess.run([str(sluice_bin), "check", "-c", str(ini)], capture_output=True, text=True,
-                       env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
+    # With no nameserver anywhere (an empty resolv.conf, bind-mounted inside
+    # the suite's own mount namespace), an IP-literal-only policy still
+    # loads, and a policy that names a host is refused.
+    from test_log_failure import _in_private_mount_namespace
+    if not _in_private_mount_namespace():
+        pytest.fail("the e2e suite must run under `unshare --mount` (make e2e does)")
+    empty = tmp_path / "resolv.conf"
+    empty.write_text("")
+    subprocess.run(["mount", "--bind", str(empty), "/etc/resolv.conf"], check=True)
+    try:
+        env = sanitizer_env()
+        ini = tmp_path / "s.ini"
+        ini.write_text("[policy]\nallow = 11.0.0.1:9000\n")
+        r = subprocess.run([str(sluice_bin), "check", "-c", str(ini)], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        ini.write_text("[policy]\nallow = origin.test:9000\n")
+        r = subprocess.run([str(sluice_bin), "check", "-c", str(ini)], capture_output=True, text=True,
+                           env=env, timeout=60)
+        assert r.returncode == 2 and "no DNS server" in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", "/etc/resolv.conf"], check=False)
