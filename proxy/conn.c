@@ -20,7 +20,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
-#include "splice.h"
+#include "relay.h"
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
@@ -320,7 +320,7 @@ void conn_close(conn *c, const char *end)
         sl_metrics_tunnel(-1);
     if (c->x.dns)
         sl_dns_cancel(c->x.dns);
-    splice_free(c);
+    relay_free(c);
     if (c->x.up_head)
         evbuffer_free(c->x.up_head);
     if (c->up)
@@ -409,9 +409,8 @@ static void on_write(struct bufferevent *bev, void *arg)
         if (to_client)
             linger_after_flush(c);
         return;
-    case CS_SNI:
-    case CS_TUNNEL:
-        tunnel_on_drained(c, to_client);
+    case CS_SNI:      /* the 200 went out; the ClientHello is awaited */
+    case CS_TUNNEL:   /* relay.c has the sockets */
         return;
     case CS_FORWARD:
         forward_on_drained(c, to_client);

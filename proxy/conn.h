@@ -91,7 +91,7 @@ typedef struct conn {
     sl_addr up_addr;
     bool cli_eof_first;           /* which side ended a tunnel first */
     bool cli_paused, up_paused;   /* reading stopped until the partner drains */
-    struct splice_state *sp;      /* a bulk tunnel relayed by splice(2) */
+    struct relay *rl;             /* CS_TUNNEL: the relay owns the sockets (cli, up NULL) */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
     exchange x;
@@ -137,17 +137,9 @@ void tunnel_start(conn *c);                  /* tunnel.c */
 void forward_start(conn *c);                 /* forward.c */
 void forward_client_data(conn *c);           /* forward.c */
 
-/* Relaying between the two sides, with backpressure by watermarks: a side
- * stops reading while its partner holds RELAY_HIGH bytes unsent, and
- * resumes when that falls to half. Returns the bytes moved. */
-#define RELAY_HIGH (256 * 1024)
-size_t relay_move(conn *c, bool from_client, size_t max);
-void relay_drained(conn *c, bool to_client);   /* from a write callback */
-
 /* Per-state handlers the bufferevent callbacks dispatch to. */
-void tunnel_on_read(conn *c, bool from_client);
-void tunnel_on_eof(conn *c, bool from_client);
-void tunnel_on_drained(conn *c, bool to_client);
+void tunnel_on_read(conn *c, bool from_client);   /* CS_SNI only */
+void tunnel_on_eof(conn *c, bool from_client);    /* CS_SNI only */
 void forward_on_read(conn *c, bool from_client);
 void forward_on_eof(conn *c, bool from_client);
 void forward_on_drained(conn *c, bool to_client);

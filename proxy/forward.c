@@ -15,6 +15,53 @@
 static void pump_request(conn *c);
 static void pump_response(conn *c);
 
+/* Backpressure by watermarks: a side stops reading while its partner holds
+ * RELAY_HIGH bytes unsent, and resumes when that falls to half. */
+#define RELAY_HIGH (256 * 1024)
+
+/* Move up to max bytes from one side's input to the other's output.
+ * Returns the bytes moved. */
+static size_t relay_move(conn *c, bool from_client, size_t max)
+{
+    struct bufferevent *src = from_client ? c->cli : c->up, *dst = from_client ? c->up : c->cli;
+    struct evbuffer *in = bufferevent_get_input(src), *out = bufferevent_get_output(dst);
+    size_t n = evbuffer_get_length(in);
+    if (n > max)
+        n = max;
+    if (n == 0)
+        return 0;
+    if (n == evbuffer_get_length(in))
+        evbuffer_add_buffer(out, in);
+    else
+        evbuffer_remove_buffer(in, out, n);
+    if (from_client)
+        c->x.bytes_up += n;
+    else
+        c->x.bytes_down += n;
+    conn_touch(c);
+    if (evbuffer_get_length(out) >= RELAY_HIGH) {
+        bufferevent_disable(src, EV_READ);
+        if (from_client)
+            c->cli_paused = true;
+        else
+            c->up_paused = true;
+        bufferevent_setwatermark(dst, EV_WRITE, RELAY_HIGH / 2, 0);
+    }
+    return n;
+}
+
+/* From a write callback: resume the side paused for this one. */
+static void relay_drained(conn *c, bool to_client)
+{
+    bool *paused = to_client ? &c->up_paused : &c->cli_paused;
+    struct bufferevent *src = to_client ? c->up : c->cli, *dst = to_client ? c->cli : c->up;
+    if (!*paused)
+        return;
+    *paused = false;
+    bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
+    bufferevent_enable(src, EV_READ);
+}
+
 /* Close once everything queued for the client has been written. */
 static void finish(conn *c, const char *end)
 {

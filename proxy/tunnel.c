@@ -1,5 +1,5 @@
-/* CONNECT tunnels: the SNI check, then relaying bytes both ways with
- * backpressure and half-close. */
+/* CONNECT tunnels: the 200 reply, the SNI check for port 443, then the
+ * hand-over to the relay (relay.c). */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -11,52 +11,12 @@
 #include "conn.h"
 #include "metrics.h"
 #include "reply.h"
-#include "splice.h"
+#include "relay.h"
 #include "tls_sni.h"
 
 /* Raw bytes sluice holds while waiting for a ClientHello: the handshake
  * limit plus room for record headers. */
 #define SNI_RAW_MAX (2 * SL_SNI_MAX_BYTES)
-
-size_t relay_move(conn *c, bool from_client, size_t max)
-{
-    struct bufferevent *src = from_client ? c->cli : c->up, *dst = from_client ? c->up : c->cli;
-    struct evbuffer *in = bufferevent_get_input(src), *out = bufferevent_get_output(dst);
-    size_t n = evbuffer_get_length(in);
-    if (n > max)
-        n = max;
-    if (n == 0)
-        return 0;
-    if (n == evbuffer_get_length(in))
-        evbuffer_add_buffer(out, in);
-    else
-        evbuffer_remove_buffer(in, out, n);
-    if (from_client)
-        c->x.bytes_up += n;
-    else
-        c->x.bytes_down += n;
-    conn_touch(c);
-    if (evbuffer_get_length(out) >= RELAY_HIGH) {
-        bufferevent_disable(src, EV_READ);
-        if (from_client)
-            c->cli_paused = true;
-        else
-            c->up_paused = true;
-        bufferevent_setwatermark(dst, EV_WRITE, RELAY_HIGH / 2, 0);
-    }
-    return n;
-}
-
-void relay_drained(conn *c, bool to_client)
-{
-    bool *paused = to_client ? &c->up_paused : &c->cli_paused;
-    struct bufferevent *src = to_client ? c->up : c->cli, *dst = to_client ? c->cli : c->up;
-    if (!*paused)
-        return;
-    *paused = false;
-    bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
-    bufferevent_enable(src, EV_READ);
-}
 
 static void begin_relay(conn *c)
 {
@@ -64,9 +24,7 @@ static void begin_relay(conn *c)
     sl_metrics_tunnel(+1);
     conn_touch(c);
     conn_timer(c, c->pol->idle_ms);
-    bufferevent_enable(c->cli, EV_READ);
-    bufferevent_enable(c->up, EV_READ);
-    relay_move(c, true, SIZE_MAX);   /* what the client sent ahead */
+    relay_start(c);   /* closes c itself on failure */
 }
 
 static bool sni_matches(const conn *c, const char *sni, size_t len)
@@ -140,74 +98,17 @@ void tunnel_start(conn *c)
     begin_relay(c);
 }
 
-static void maybe_finish(conn *c)
-{
-    if (c->cli_eof && c->up_eof &&
-        evbuffer_get_length(bufferevent_get_output(c->cli)) == 0 &&
-        evbuffer_get_length(bufferevent_get_output(c->up)) == 0)
-        conn_close(c, c->cli_eof_first ? "client_eof" : "origin_eof");
-}
-
-/* Pass the EOF on once everything before it has been written. */
-static void maybe_shutdown(conn *c, bool to_client)
-{
-    bool eof = to_client ? c->up_eof : c->cli_eof;
-    bool *shut = to_client ? &c->cli_shut : &c->up_shut;
-    struct bufferevent *dst = to_client ? c->cli : c->up;
-    if (eof && !*shut && evbuffer_get_length(bufferevent_get_output(dst)) == 0) {
-        *shut = true;
-        shutdown(bufferevent_getfd(dst), SHUT_WR);
-    }
-}
-
-/* A tunnel that has carried a bulk's worth of bytes, and has nothing left
- * in its buffers, hands its sockets to the splice relay. */
-static void maybe_splice(conn *c)
-{
-    if (c->sp || c->cli_eof || c->up_eof || c->x.bytes_up + c->x.bytes_down < SPLICE_AFTER_BYTES ||
-        evbuffer_get_length(bufferevent_get_input(c->cli)) || evbuffer_get_length(bufferevent_get_input(c->up)) ||
-        evbuffer_get_length(bufferevent_get_output(c->cli)) || evbuffer_get_length(bufferevent_get_output(c->up)))
-        return;
-    splice_start(c);
-}
-
+/* Until the ClientHello is checked the tunnel runs on bufferevents; after
+ * that, relay.c owns it and these are not called. */
 void tunnel_on_read(conn *c, bool from_client)
 {
-    if (c->state == CS_SNI) {
-        if (from_client)
-            check_sni(c);
-        return;
-    }
-    relay_move(c, from_client, SIZE_MAX);
+    if (c->state == CS_SNI && from_client)
+        check_sni(c);
 }
 
 void tunnel_on_eof(conn *c, bool from_client)
 {
-    if (c->state == CS_SNI) {
-        conn_log_decision(c, false, "sni_mismatch", "client closed before sending a ClientHello");
-        conn_close(c, "client_eof");
-        return;
-    }
-    if (!c->cli_eof && !c->up_eof)
-        c->cli_eof_first = from_client;
-    if (from_client)
-        c->cli_eof = true;
-    else
-        c->up_eof = true;
-    relay_move(c, from_client, SIZE_MAX);
-    maybe_shutdown(c, !from_client);
-    maybe_finish(c);
-}
-
-void tunnel_on_drained(conn *c, bool to_client)
-{
-    if (c->state != CS_TUNNEL)
-        return;
-    relay_drained(c, to_client);
-    maybe_shutdown(c, to_client);
-    if (c->cli_eof && c->up_eof) {
-        maybe_finish(c);
-        return;
-    }
-    maybe_splice(c);
+    (void)from_client;
+    conn_log_decision(c, false, "sni_mismatch", "client closed before sending a ClientHello");
+    conn_close(c, "client_eof");
 }

@@ -148,7 +148,14 @@ bool worker_init(worker *w, int index, char *err, size_t errcap)
     w->index = index;
     if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
         w->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ ((uint64_t)index << 32);
-    w->base = event_base_new();
+    /* The changelist folds the enable/disable pairs a connection makes within
+     * one loop pass into one epoll_ctl (or none). */
+    struct event_config *cfg = event_config_new();
+    if (cfg)
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = cfg ? event_base_new_with_config(cfg) : NULL;
+    if (cfg)
+        event_config_free(cfg);
     if (!w->base) {
         snprintf(err, errcap, "cannot create an event loop");
         return false;
