@@ -27,6 +27,8 @@
  * does not use the settings' ones unless repositoriesMode is PREFER_SETTINGS
  * or FAIL_ON_PROJECT_REPOS (then only the settings' ones count). Projects
  * named by `include` in the settings are read from their directories.
+ * Whichever of a directory's Gradle files the driver meets first, the
+ * analysis is the same, and it runs once per directory (per_project).
  *
  * A repository URL is a string literal, uri("…") of one, or a template
  * whose parts come from the project's gradle.properties; a URL under
@@ -1408,4 +1410,5 @@ const sl_lockreader sl_reader_gradle = {
     .name = "gradle",
     .recognises = gradle_recognises,
     .read = gradle_read,
+    .per_project = true,           /* any of its files stands for the build */
 };

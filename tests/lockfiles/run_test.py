@@ -119,6 +119,11 @@ def test_case(case, offline, tmp_path):
         for line in read_text(case / "expected.err").splitlines():
             if line.strip():
                 assert line in stderr, f"'{line}' not in stderr:\n{stderr}"
+    # One problem, one message: a file that several readers or several
+    # files of one project lead to is still reported once.
+    err_lines = stderr.splitlines()
+    repeated = sorted({line for line in err_lines if err_lines.count(line) > 1})
+    assert not repeated, f"reported more than once: {repeated}; stderr:\n{stderr}"
     if want_exit == 0:
         assert stderr == "", f"a successful run printed on stderr:\n{stderr}"
     if (case / "expected.out").exists():
