@@ -224,6 +224,31 @@ def test_a_lockfile_named_without_a_directory(offline, tmp_path):
     assert stdout == "npm.example.com:443  # package-lock.json\n"
 
 
+GO_MOD = """module example.com/webapp
+
+go 1.22
+
+require golang.org/x/text v0.16.0
+"""
+GO_SUM = """golang.org/x/text v0.16.0 h1:a94ExnEXNtEwYLGJSIUxnWoxoRz/ZcCsV63ROupILh4=
+golang.org/x/text v0.16.0/go.mod h1:GhwF1Be+LQoKShO3cGOHzqOgRrGaYc9AvblQOmPVHnI=
+"""
+
+
+@pytest.mark.parametrize("named", ["go.sum", "go.env"])
+def test_a_go_file_named_stands_for_its_project(offline, tmp_path, named):
+    """A fixture's directory is always walked too, so naming go.sum or
+    go.env alone beside a go.mod is tested here: it reads the project (go.mod
+    with go.sum and go.env), once, as naming the directory does."""
+    (tmp_path / "go.mod").write_text(GO_MOD)
+    (tmp_path / "go.sum").write_text(GO_SUM)
+    (tmp_path / "go.env").write_text("GOPROXY=https://goproxy.corp.example,direct\n")
+    code, stdout, stderr = run_tool(offline, [str(tmp_path / named)])
+    assert code == 0, stderr
+    assert stdout == f"goproxy.corp.example:443  # {tmp_path}/go.mod, {tmp_path}/go.env\n"
+    assert run_tool(offline, [str(tmp_path)])[1] == stdout
+
+
 def test_a_file_over_64_mib_is_refused(offline, tmp_path):
     lock = tmp_path / "package-lock.json"
     with open(lock, "wb") as f:
