@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growbuf.h"
+
 #define MAX_VARS 4096          /* ARG/ENV definitions kept per scope */
 #define MAX_STAGES 4096
 #define MAX_WORDS 65536        /* words of one instruction */
@@ -76,24 +78,6 @@ typedef struct scope {
     size_t n, cap;
 } scope;
 
-/* Grow an array to hold n + 1 elements, at most max. */
-static bool grow(void **p, size_t *cap, size_t n, size_t elem, size_t max)
-{
-    if (n < *cap)
-        return true;
-    if (n >= max)
-        return false;
-    size_t nc = *cap ? *cap * 2 : 16;
-    if (nc > max)
-        nc = max;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
-
 static void scope_clear(scope *s)
 {
     for (size_t i = 0; i < s->n; i++) {
@@ -126,7 +110,7 @@ static bool scope_set(scope *s, const char *name, size_t len, const char *val, s
 {
     var *v = (var *)scope_get(s, name, len);
     if (!v) {
-        if (!grow((void **)&s->v, &s->cap, s->n, sizeof s->v[0], MAX_VARS))
+        if (!sl_grow(&s->v, &s->cap, s->n, sizeof s->v[0], MAX_VARS))
             return false;
         v = &s->v[s->n++];
         v->name = strndup(name, len);
@@ -416,7 +400,7 @@ static void split_words(const char *s, size_t n, char esc, words *ws)
 {
     size_t i = 0;
     ws->n = 0;
-    while (i < n && grow((void **)&ws->w, &ws->cap, ws->n, sizeof ws->w[0], MAX_WORDS)) {
+    while (i < n && sl_grow(&ws->w, &ws->cap, ws->n, sizeof ws->w[0], MAX_WORDS)) {
         while (i < n && is_blank(s[i]))
             i++;
         if (i >= n)
@@ -860,7 +844,7 @@ static bool do_from(ctx *c, int line, const word *w, size_t nw, const scope *glo
     if (ok && !ieq(s, v.n, "scratch") && !is_stage(c, s, v.n, c->nstages))
         ok = pull_image(c, line, s, v.n, x.why);
     free(v.p);
-    if (ok && !grow((void **)&c->stages, &c->capstages, c->nstages, sizeof c->stages[0],
+    if (ok && !sl_grow(&c->stages, &c->capstages, c->nstages, sizeof c->stages[0],
                     MAX_STAGES)) {
         sl_lockerr_set(c->err, c->path, line, "too many stages");
         ok = false;

@@ -27,9 +27,13 @@
  * supports it (proxy.golang.org does; for other proxies R9 assumes the same)
  * and directly otherwise, or at the URL GOSUMDB names.
  *
- * go.sum and go.env are inputs of go.mod's reader: when named (or walked)
- * with a go.mod beside them they add nothing of their own, and alone they are
- * only checked (the go command does nothing without go.mod).
+ * Any of go.mod, go.sum and go.env stands for its project, which is read
+ * once (per_project). Without a go.mod, go.sum's modules are read as if a
+ * go.mod required exactly those versions: a locked install (`go mod
+ * download` against a go.mod written from them) fetches them through the
+ * same GOPROXY, GOPRIVATE and GOFLAGS, and every one has a go.sum line, so
+ * the checksum database is never needed; with no go version known, only
+ * GOFLAGS=-mod=vendor turns vendoring on. go.env alone adds nothing (R4).
  *
  * Not modelled (LOCKFILES.md §4): vanity import paths (golang.org/x/... lives
  * on go.googlesource.com, gopkg.in on github.com: direct mode emits only the
@@ -96,7 +100,8 @@ typedef struct pxent {
 } pxent;
 
 typedef struct gorun {
-    const char *mod_path, *sum_path, *env_path;   /* sum/env NULL when absent */
+    const char *mod_path, *sum_path, *env_path;   /* NULL when absent */
+    const char *top;               /* what a default setting is blamed on: go.mod, else go.sum */
     goenv env;
     pxent px[32];
     size_t npx;
@@ -504,7 +509,9 @@ static int cmp_sum(const void *a, const void *b)
 }
 
 /* "path version[/go.mod] hash" per line, three fields exactly (the go
- * command refuses anything else as a malformed go.sum). */
+ * command refuses anything else as a malformed go.sum). Each line names a
+ * module version to fetch, so its path and version must be ones go.mod
+ * would accept in a require. */
 static bool parse_gosum(const char *path, const char *data, size_t len, sumline **out,
                         size_t *nout, sl_lockerr *err)
 {
@@ -541,6 +548,13 @@ static bool parse_gosum(const char *path, const char *data, size_t len, sumline 
         }
         if (f[1].n > 7 && !memcmp(f[1].s + f[1].n - 7, "/go.mod", 7))
             f[1].n -= 7;
+        if (!check_path(f[0], line, path, err) || !check_version(f[1], line, path, err)) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            sl_lockerr_set(err, path, line, "malformed go.sum: %s", why);
+            free(v);
+            return false;
+        }
         if (n == cap)
             v = xrealloc(v, (cap = cap ? cap * 2 : 64) * sizeof *v);
         v[n++] = (sumline){ f[0], f[1], line };
@@ -603,7 +617,7 @@ static bool parse_goproxy(gorun *g)
 {
     span v = env_get(g, E_GOPROXY, DEFAULT_GOPROXY);
     int line = g->env.line[E_GOPROXY];
-    const char *file = line ? g->env_path : g->mod_path;
+    const char *file = line ? g->env_path : g->top;
     const char *p = v.s, *end = v.s + v.n;
     char tmp[128];
     g->npx = 0;
@@ -730,7 +744,7 @@ static bool add_proxy(gorun *g, const pxent *x, const char *const files[3])
         u = (span){ buf, u.n + 8 };
     }
     int line = g->env.line[E_GOPROXY];
-    const char *file = line ? g->env_path : g->mod_path;
+    const char *file = line ? g->env_path : g->top;
     sl_url url;
     if (!sl_url_parse(u.s, u.n, &url) || url.port < 0) {
         sl_lockerr_set(g->err, file, line, "GOPROXY: invalid proxy URL '%s'",
@@ -826,7 +840,7 @@ static bool add_sumdb(gorun *g)
     char tmp[128];
     span v = env_get(g, E_GOSUMDB, DEFAULT_GOSUMDB);
     int line = g->env.line[E_GOSUMDB];
-    const char *file = line ? g->env_path : g->mod_path;
+    const char *file = line ? g->env_path : g->top;
     span f[3];
     int nf = 0;
     for (const char *p = v.s, *end = v.s + v.n; p < end;) {
@@ -915,39 +929,59 @@ static bool goflags_mod(gorun *g, span *mode)
     return true;
 }
 
-static bool go_read_mod(const char *path, const char *data, size_t len, sl_project *proj,
-                        sl_derived *out, sl_lockerr *err)
+/* A file of the project: the bytes the driver gave when it is the one
+ * asked for, else the project's. NULL with err->msg empty when absent. */
+typedef struct gofile {
+    const char *path, *data;
+    size_t len;
+} gofile;
+
+static bool project_file(sl_project *proj, const char *rel, const gofile *given, gofile *f,
+                         sl_lockerr *err)
 {
-    gorun g = { .mod_path = path, .out = out, .err = err };
+    if (!strcmp(base_name(given->path), rel)) {
+        *f = *given;
+        return true;
+    }
+    err->msg[0] = '\0';
+    f->path = NULL;
+    f->data = sl_project_file(proj, rel, &f->len, &f->path, err);
+    return err->msg[0] == '\0';
+}
+
+/* The project: go.mod's requirements and go.sum's modules, or, without a
+ * go.mod, go.sum's modules as if a go.mod required exactly those. */
+static bool go_project(sl_project *proj, const gofile *given, sl_derived *out, sl_lockerr *err)
+{
+    gorun g = { .out = out, .err = err };
     gomod m;
+    memset(&m, 0, sizeof m);
     sumline *sums = NULL, *reqd = NULL;
     size_t nsums = 0;
     bool ok = false;
-    if (!parse_gomod(&m, path, data, len, err))
+    gofile mod, sum, env;
+    if (!project_file(proj, "go.mod", given, &mod, err) ||
+        !project_file(proj, "go.sum", given, &sum, err) ||
+        !project_file(proj, "go.env", given, &env, err))
         goto out;
-
-    sl_lockerr e = { .msg = "" };
-    size_t elen;
-    const char *epath;
-    const char *edata = sl_project_file(proj, "go.env", &elen, &epath, &e);
-    if (!edata && e.msg[0]) {
-        *err = e;
+    if (!mod.data && !sum.data) {
+        ok = true;                 /* go.env alone: config adds nothing (R4) */
         goto out;
     }
-    if (edata) {
-        g.env_path = epath;
-        parse_goenv(edata, elen, &g.env);
+    if (mod.data) {
+        g.mod_path = g.top = mod.path;
+        if (!parse_gomod(&m, mod.path, mod.data, mod.len, err))
+            goto out;
     }
-    size_t slen;
-    const char *spath;
-    const char *sdata = sl_project_file(proj, "go.sum", &slen, &spath, &e);
-    if (!sdata && e.msg[0]) {
-        *err = e;
-        goto out;
+    if (env.data) {
+        g.env_path = env.path;
+        parse_goenv(env.data, env.len, &g.env);
     }
-    if (sdata) {
-        g.sum_path = spath;
-        if (!parse_gosum(spath, sdata, slen, &sums, &nsums, err))
+    if (sum.data) {
+        g.sum_path = sum.path;
+        if (!g.top)
+            g.top = sum.path;
+        if (!parse_gosum(sum.path, sum.data, sum.len, &sums, &nsums, err))
             goto out;
     }
 
@@ -959,6 +993,7 @@ static bool go_read_mod(const char *path, const char *data, size_t len, sl_proje
         goto out;
     }
     if (mode.n == 0 && m.has_go && (m.go_major > 1 || (m.go_major == 1 && m.go_minor >= 14))) {
+        sl_lockerr e = { .msg = "" };
         size_t vlen;
         const char *vdata = sl_project_file(proj, "vendor/modules.txt", &vlen, NULL, &e);
         if (vdata) {
@@ -987,7 +1022,7 @@ static bool go_read_mod(const char *path, const char *data, size_t len, sl_proje
         int line = r ? r->line : m.reqs[i].line;
         reqd[nreqd++] = (sumline){ p, v, line };
         bool fetched;
-        if (!route_module(&g, p, false, path, line, &fetched))
+        if (!route_module(&g, p, false, g.mod_path, line, &fetched))
             goto out;
         if (fetched && !span_is(sumdb, "off") && !globs_match(nosumdb, p) &&
             !has_sum(sums, nsums, p, v))
@@ -1025,34 +1060,18 @@ static bool go_recognises(const char *base)
     return !strcmp(base, "go.mod") || !strcmp(base, "go.sum") || !strcmp(base, "go.env");
 }
 
+/* Any of go.mod, go.sum and go.env stands for its project (per_project:
+ * the driver calls this once per directory). */
 static bool go_read(const char *path, const char *data, size_t len, sl_project *proj,
                     sl_derived *out, sl_lockerr *err)
 {
-    const char *base = base_name(path);
-    if (!strcmp(base, "go.mod"))
-        return go_read_mod(path, data, len, proj, out, err);
-
-    /* go.sum, go.env: go.mod's reader reads them (and reports their
-     * errors) when there is a go.mod; alone they are only checked. */
-    sl_lockerr e = { .msg = "" };
-    if (sl_project_file(proj, "go.mod", NULL, NULL, &e))
-        return true;
-    if (e.msg[0]) {
-        *err = e;
-        return false;
-    }
-    if (!strcmp(base, "go.sum")) {
-        sumline *sums = NULL;
-        size_t n = 0;
-        bool ok = parse_gosum(path, data, len, &sums, &n, err);
-        free(sums);
-        return ok;
-    }
-    return true;                   /* go.env: the go command ignores what it cannot use */
+    gofile given = { path, data, len };
+    return go_project(proj, &given, out, err);
 }
 
 const sl_lockreader sl_reader_go = {
     .name = "go",
     .recognises = go_recognises,
     .read = go_read,
+    .per_project = true,
 };

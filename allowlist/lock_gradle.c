@@ -27,6 +27,8 @@
  * does not use the settings' ones unless repositoriesMode is PREFER_SETTINGS
  * or FAIL_ON_PROJECT_REPOS (then only the settings' ones count). Projects
  * named by `include` in the settings are read from their directories.
+ * Whichever of a directory's Gradle files the driver meets first, the
+ * analysis is the same, and it runs once per directory (per_project).
  *
  * A repository URL is a string literal, uri("…") of one, or a template
  * whose parts come from the project's gradle.properties; a URL under
@@ -49,6 +51,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
 #include "javaprops.h"
 
 #define MAX_TOKENS 2000000
@@ -109,24 +112,6 @@ typedef struct lexer {
     int depth;
     sl_lockerr *err;
 } lexer;
-
-/* Grow an array to hold n + 1 elements, at most max. */
-static bool grow(void **p, size_t *cap, size_t n, size_t elem, size_t max)
-{
-    if (n < *cap)
-        return true;
-    if (n >= max)
-        return false;
-    size_t nc = *cap ? *cap * 2 : 8;
-    if (nc > max)
-        nc = max;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
 
 static bool lex_fail(lexer *lx, int line, const char *msg)
 {
@@ -334,16 +319,9 @@ static bool lex_script(script *sc, sl_lockerr *err)
             return false;
         if (lx.p >= lx.e)
             return true;
-        if (sc->nt == sc->cap) {
-            if (sc->cap >= MAX_TOKENS)
-                return lex_fail(&lx, lx.line, "script too large");
-            size_t cap = sc->cap ? sc->cap * 2 : 256;
-            tok *nt = realloc(sc->t, cap * sizeof *nt);
-            if (!nt)
-                return lex_fail(&lx, lx.line, "out of memory");
-            sc->t = nt;
-            sc->cap = cap;
-        }
+        if (!sl_grow(&sc->t, &sc->cap, sc->nt, sizeof *sc->t, MAX_TOKENS))
+            return lex_fail(&lx, lx.line,
+                            sc->nt >= MAX_TOKENS ? "script too large" : "out of memory");
         if (!lex_token(&lx, &sc->t[sc->nt]))
             return false;
         sc->nt++;
@@ -366,9 +344,7 @@ static bool structure(script *sc, sl_lockerr *err)
     int stack[MAX_NESTING];
     int pdepth[MAX_NESTING + 1];
     int sp = 0;
-    sc->fcap = 16;
-    sc->f = malloc(sc->fcap * sizeof *sc->f);
-    if (!sc->f) {
+    if (!sl_grow(&sc->f, &sc->fcap, 0, sizeof *sc->f, MAX_TOKENS)) {
         sl_lockerr_set(err, sc->path, 0, "out of memory");
         return false;
     }
@@ -393,14 +369,10 @@ static bool structure(script *sc, sl_lockerr *err)
                 pdepth[sp] = pdepth[sp - 1] + 1;
                 continue;
             }
-            if (sc->nf == sc->fcap) {
-                frame *nf = realloc(sc->f, sc->fcap * 2 * sizeof *nf);
-                if (!nf) {
-                    sl_lockerr_set(err, sc->path, t->line, "out of memory");
-                    return false;
-                }
-                sc->f = nf;
-                sc->fcap *= 2;
+            /* A block per '{', so never more than the tokens. */
+            if (!sl_grow(&sc->f, &sc->fcap, sc->nf, sizeof *sc->f, MAX_TOKENS)) {
+                sl_lockerr_set(err, sc->path, t->line, "out of memory");
+                return false;
             }
             frame *f = &sc->f[sc->nf];
             *f = (frame){.name = -1, .qual = -1, .parent = cur, .open = (int)i};
@@ -897,7 +869,7 @@ static bool add_decl(analysis *an, const script *sc, int fr, rkind kind, const s
                                url->why);
         }
     }
-    if (!grow((void **)&an->d, &an->capd, (size_t)an->nd, sizeof an->d[0], MAX_DECLS))
+    if (!sl_grow(&an->d, &an->capd, (size_t)an->nd, sizeof an->d[0], MAX_DECLS))
         return an_fail(an, sc->path, line, "%s", "too many repositories");
     decl *d = &an->d[an->nd];
     *d = (decl){.cls = cls, .kind = kind, .proj = sc->proj, .file = sc->path, .line = line,
@@ -1023,7 +995,7 @@ static bool include_stmt(analysis *an, const script *sc, size_t s, size_t e)
             dup = dup || strcmp(an->p[j].dir, dir) == 0;
         if (dup)
             continue;
-        if (!grow((void **)&an->p, &an->capp, (size_t)an->np, sizeof an->p[0], MAX_PROJECTS))
+        if (!sl_grow(&an->p, &an->capp, (size_t)an->np, sizeof an->p[0], MAX_PROJECTS))
             return an_fail(an, sc->path, t->line, "%s", "too many projects");
         memset(&an->p[an->np], 0, sizeof an->p[0]);
         memcpy(an->p[an->np].dir, dir, k + 1);
@@ -1294,7 +1266,7 @@ static bool analyse(analysis *an)
     if (failed)
         return false;
 
-    if (!grow((void **)&an->p, &an->capp, 0, sizeof an->p[0], MAX_PROJECTS))
+    if (!sl_grow(&an->p, &an->capp, 0, sizeof an->p[0], MAX_PROJECTS))
         return an_fail(an, an->trigger_path, 0, "%s", "out of memory");
     memset(&an->p[0], 0, sizeof an->p[0]);
     an->np = 1;
@@ -1408,4 +1380,5 @@ const sl_lockreader sl_reader_gradle = {
     .name = "gradle",
     .recognises = gradle_recognises,
     .read = gradle_read,
+    .per_project = true,           /* any of its files stands for the build */
 };

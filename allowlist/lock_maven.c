@@ -30,6 +30,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
 #include "javaprops.h"
 #include "xmlread.h"
 
@@ -82,24 +83,6 @@ typedef struct pom {
     bool deps;                    /* outside profiles */
 } pom;
 
-/* Grow an array to hold n + 1 elements, at most max. */
-static bool grow(void **p, size_t *cap, size_t n, size_t elem, size_t max)
-{
-    if (n < *cap)
-        return true;
-    if (n >= max)
-        return false;
-    size_t nc = *cap ? *cap * 2 : 8;
-    if (nc > max)
-        nc = max;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
-
 /* The element path below <project>, or below <project><profiles><profile>
  * when inside a profile: "repositories/repository/url". */
 static bool rel_path(const pom *p, char *buf, size_t cap)
@@ -148,9 +131,9 @@ static void on_start(void *ud, const char *name, const char **atts)
 
     if (p->depth == 3 && strcmp(p->stack[1], "profiles") == 0 && strcmp(name, "profile") == 0) {
         size_t cap = p->capprof;
-        if (!grow((void **)&p->prof_active, &cap, (size_t)p->nprof, sizeof(bool),
+        if (!sl_grow(&p->prof_active, &cap, (size_t)p->nprof, sizeof(bool),
                   MAX_PROFILES) ||
-            !grow((void **)&p->prof_deps, &p->capprof, (size_t)p->nprof, sizeof(bool),
+            !sl_grow(&p->prof_deps, &p->capprof, (size_t)p->nprof, sizeof(bool),
                   MAX_PROFILES)) {
             sl_xml_fail(&p->xml, "%s", "too many profiles");
             return;
@@ -165,7 +148,7 @@ static void on_start(void *ud, const char *name, const char **atts)
     bool dep_repo = strcmp(rel, "repositories/repository") == 0;
     bool plugin_repo = strcmp(rel, "pluginRepositories/pluginRepository") == 0;
     if (dep_repo || plugin_repo) {
-        if (!grow((void **)&p->repos, &p->caprepos, p->nrepos, sizeof p->repos[0], MAX_REPOS)) {
+        if (!sl_grow(&p->repos, &p->caprepos, p->nrepos, sizeof p->repos[0], MAX_REPOS)) {
             sl_xml_fail(&p->xml, "%s", "too many repositories");
             return;
         }
@@ -264,7 +247,7 @@ static void on_end(void *ud, const char *name)
         } else if (strncmp(rel, "properties/", 11) == 0 && !strchr(rel + 11, '/')) {
             if (p->text_overflow) {
                 sl_xml_fail(&p->xml, "property <%s> is too long", rel + 11);
-            } else if (!grow((void **)&p->props, &p->capprops, p->nprops, sizeof p->props[0],
+            } else if (!sl_grow(&p->props, &p->capprops, p->nprops, sizeof p->props[0],
                              MAX_PROPS)) {
                 sl_xml_fail(&p->xml, "%s", "too many properties");
             } else {

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
 #include "xmlread.h"
 
 #define NUGET_ORG_URL "https://api.nuget.org/v3/index.json"
@@ -56,24 +57,6 @@ typedef struct nuconf {
     char section[32];    /* the depth-2 element we are in, if one we read */
     char *mapsrc;        /* key of the <packageSource> we are in */
 } nuconf;
-
-/* Grow an array to hold n + 1 elements, at most max. */
-static bool grow(void **p, size_t *cap, size_t n, size_t elem, size_t max)
-{
-    if (n < *cap)
-        return true;
-    if (n >= max)
-        return false;
-    size_t nc = *cap ? *cap * 2 : 8;
-    if (nc > max)
-        nc = max;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
 
 static void conf_free(nuconf *c)
 {
@@ -139,7 +122,7 @@ static bool source_add(nuconf *c, const char *key, const char *url, bool from_co
         }
     }
     char *k = strdup(key);
-    if (!k || !grow((void **)&c->src, &c->capsrc, c->nsrc, sizeof c->src[0], MAX_SOURCES)) {
+    if (!k || !sl_grow(&c->src, &c->capsrc, c->nsrc, sizeof c->src[0], MAX_SOURCES)) {
         free(k);
         free(u);
         return false;
@@ -191,7 +174,7 @@ static void on_start(void *ud, const char *name, const char **atts)
                 free(c->disabled[i]);
             c->ndisabled = 0;
         } else if (strcmp(name, "add") == 0 && key && value && strcasecmp(value, "true") == 0) {
-            if (!grow((void **)&c->disabled, &c->capdisabled, c->ndisabled,
+            if (!sl_grow(&c->disabled, &c->capdisabled, c->ndisabled,
                       sizeof c->disabled[0], MAX_SOURCES) ||
                 !(c->disabled[c->ndisabled] = strdup(key)))
                 sl_xml_fail(&c->xml, "%s", "too many disabled package sources");
@@ -216,7 +199,7 @@ static void on_start(void *ud, const char *name, const char **atts)
         const char *p = attr(atts, "pattern");
         if (!p || !p[0]) {
             sl_xml_fail(&c->xml, "%s", "<package> needs a pattern");
-        } else if (!grow((void **)&c->pat, &c->cappat, c->npat, sizeof c->pat[0],
+        } else if (!sl_grow(&c->pat, &c->cappat, c->npat, sizeof c->pat[0],
                          MAX_PATTERNS)) {
             sl_xml_fail(&c->xml, "%s", "too many package patterns");
         } else {

@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "lockfile.h"
-#include "pyindex.h"
-#include "toml.h"
+#include "pylock.h"
 
 static bool recognises(const char *base)
 {
@@ -30,10 +29,7 @@ typedef struct source {
 } source;
 
 typedef struct pdm {
-    const char *path;              /* pdm.lock */
-    const char *pyproject;
-    sl_derived *out;
-    sl_lockerr *err;
+    sl_pylock lock;                /* pdm.lock, and pyproject.toml */
     source *src;
     size_t nsrc;
 } pdm;
@@ -93,31 +89,17 @@ static void use_sources_for(pdm *p, const char *name)
     }
 }
 
-static bool add(pdm *p, int (*fn)(sl_derived *, const char *, size_t, const sl_pyprov *, char *, size_t),
-                const char *url, const char *config, const char *errfile, int line, int *res)
-{
-    char msg[512];
-    sl_pyprov prov = { { p->path, config } };
-    int r = fn(p->out, url, strlen(url), &prov, msg, sizeof msg);
-    if (res)
-        *res = r;
-    if (r < 0) {
-        sl_lockerr_set(p->err, errfile, line, "%s", msg);
-        return false;
-    }
-    return true;
-}
-
 static bool package(pdm *p, const sl_toml *pkg)
 {
+    sl_pylock *l = &p->lock;
     int line = sl_toml_line(pkg);
     if (sl_toml_kind_of(pkg) != SL_TOML_TABLE) {
-        sl_lockerr_set(p->err, p->path, line, "a [[package]] entry is not a table");
+        sl_lockerr_set(l->err, l->path, line, "a [[package]] entry is not a table");
         return false;
     }
     const char *name = sl_pytoml_str(pkg, "name");
     if (!name) {
-        sl_lockerr_set(p->err, p->path, line, "[[package]] without a name");
+        sl_lockerr_set(l->err, l->path, line, "[[package]] without a name");
         return false;
     }
     static const char *const vcs[] = { "git", "hg", "svn", "bzr" };
@@ -126,13 +108,13 @@ static bool package(pdm *p, const sl_toml *pkg)
     bool build = false;
     for (size_t i = 0; i < sizeof vcs / sizeof *vcs; i++)
         if ((v = sl_pytoml_str(pkg, vcs[i]))) {
-            if (!add(p, sl_pyvcs_add, v, NULL, p->path, line, &r))
+            if (!sl_pylock_add(l, sl_pyvcs_add, v, NULL, line, &r))
                 return false;
             build = r > 0;
             goto files;
         }
     if ((v = sl_pytoml_str(pkg, "url"))) {
-        if (!add(p, sl_pyurl_add, v, NULL, p->path, line, &r))
+        if (!sl_pylock_add(l, sl_pyurl_add, v, NULL, line, &r))
             return false;
         build = r > 0 && !sl_pyurl_is_wheel(v, strlen(v));
     } else if (!sl_toml_get(pkg, "path")) {
@@ -145,13 +127,13 @@ files:
     /* static_urls: { url = "…", hash = "…" } */
     const sl_toml *files = sl_toml_get(pkg, "files");
     if (files && sl_toml_kind_of(files) != SL_TOML_ARRAY) {
-        sl_lockerr_set(p->err, p->path, sl_toml_line(files), "\"files\" is not an array");
+        sl_lockerr_set(l->err, l->path, sl_toml_line(files), "\"files\" is not an array");
         return false;
     }
     for (size_t i = 0; i < sl_toml_count(files); i++) {
         const sl_toml *f = sl_toml_at(files, i);
         const char *url = sl_pytoml_str(f, "url");
-        if (url && !add(p, sl_pyurl_add, url, NULL, p->path, sl_toml_line(f), NULL))
+        if (url && !sl_pylock_add(l, sl_pyurl_add, url, NULL, sl_toml_line(f), NULL))
             return false;
     }
     return true;
@@ -176,7 +158,8 @@ static bool load_sources(pdm *p, const sl_toml *defs)
         const sl_toml *d = sl_toml_at(defs, i);
         const char *url = sl_pytoml_str(d, "url");
         if (sl_toml_kind_of(d) != SL_TOML_TABLE || !url) {
-            sl_lockerr_set(p->err, p->pyproject, sl_toml_line(d), "a [[tool.pdm.source]] without a url");
+            sl_lockerr_set(p->lock.err, p->lock.pyproject_path, sl_toml_line(d),
+                           "a [[tool.pdm.source]] without a url");
             return false;
         }
         p->src[p->nsrc++] = (source){ .url = url, .def = d };
@@ -187,51 +170,20 @@ static bool load_sources(pdm *p, const sl_toml *defs)
 static bool read_pdm(const char *path, const char *data, size_t len, sl_project *proj,
                      sl_derived *out, sl_lockerr *err)
 {
-    sl_toml *lock = sl_pytoml_parse(path, data, len, err);
-    if (!lock)
-        return false;
-    bool ok = false;
-    sl_toml *py = NULL;
-    pdm p = { .path = path, .out = out, .err = err };
-
-    const sl_toml *meta = sl_toml_get(lock, "metadata");
-    if (!meta || sl_toml_kind_of(meta) != SL_TOML_TABLE) {
-        sl_lockerr_set(err, path, 0, "not a pdm.lock (no [metadata] table)");
-        goto out;
+    pdm p = { .nsrc = 0 };
+    const sl_toml *defs = NULL;
+    bool ok = sl_pylock_open(&p.lock, path, data, len, "metadata", out, err) &&
+              sl_pylock_sources(&p.lock, proj, "tool.pdm.source", &defs) && load_sources(&p, defs);
+    for (size_t i = 0; ok && i < sl_toml_count(p.lock.packages); i++)
+        ok = package(&p, sl_toml_at(p.lock.packages, i));
+    for (size_t i = 0; ok && i < p.nsrc; i++) {
+        const source *s = &p.src[i];
+        const char *config = s->def ? p.lock.pyproject_path : NULL;
+        if (s->used)
+            ok = sl_pylock_add(&p.lock, sl_pyindex_add, s->url, config, sl_toml_line(s->def), NULL);
     }
-    const sl_toml *pkgs = sl_toml_get(lock, "package");
-    if (pkgs && sl_toml_kind_of(pkgs) != SL_TOML_ARRAY) {
-        sl_lockerr_set(err, path, sl_toml_line(pkgs), "\"package\" is not an array of tables");
-        goto out;
-    }
-    sl_lockerr pe = { .msg = "" };
-    py = sl_pytoml_project(proj, "pyproject.toml", &p.pyproject, &pe);
-    if (!py && pe.msg[0]) {
-        *err = pe;
-        goto out;
-    }
-    const sl_toml *defs = sl_pytoml_path(py, "tool.pdm.source");
-    if (defs && sl_toml_kind_of(defs) != SL_TOML_ARRAY) {
-        sl_lockerr_set(err, p.pyproject, sl_toml_line(defs), "tool.pdm.source is not an array of tables");
-        goto out;
-    }
-    if (!load_sources(&p, defs))
-        goto out;
-
-    for (size_t i = 0; i < sl_toml_count(pkgs); i++)
-        if (!package(&p, sl_toml_at(pkgs, i)))
-            goto out;
-    for (size_t i = 0; i < p.nsrc; i++) {
-        source *s = &p.src[i];
-        if (s->used && !add(&p, sl_pyindex_add, s->url, s->def ? p.pyproject : NULL,
-                            s->def ? p.pyproject : path, sl_toml_line(s->def), NULL))
-            goto out;
-    }
-    ok = true;
-out:
     free(p.src);
-    sl_toml_free(py);
-    sl_toml_free(lock);
+    sl_pylock_close(&p.lock);
     return ok;
 }
 

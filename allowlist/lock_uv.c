@@ -14,8 +14,7 @@
 #include <string.h>
 
 #include "lockfile.h"
-#include "pyindex.h"
-#include "toml.h"
+#include "pylock.h"
 
 static bool recognises(const char *base)
 {
@@ -23,25 +22,20 @@ static bool recognises(const char *base)
 }
 
 typedef struct uvctx {
-    const char *path;              /* uv.lock */
-    sl_derived *out;
-    sl_lockerr *err;
+    sl_pylock lock;                /* uv.lock */
     bool build_index;
 } uvctx;
 
-static bool add(uvctx *u, int (*fn)(sl_derived *, const char *, size_t, const sl_pyprov *, char *, size_t),
-                const char *url, const char *config, const char *errfile, int line, int *res)
+/* A URL of the lockfile (errors at its line there). */
+static bool add(uvctx *u, sl_pyadd_fn *fn, const char *url, int line, int *res)
 {
-    char msg[512];
-    sl_pyprov prov = { { u->path, config } };
-    int r = fn(u->out, url, strlen(url), &prov, msg, sizeof msg);
-    if (res)
-        *res = r;
-    if (r < 0) {
-        sl_lockerr_set(u->err, errfile, line, "%s", msg);
-        return false;
-    }
-    return true;
+    return sl_pylock_add(&u->lock, fn, url, NULL, line, res);
+}
+
+/* An index of the config file `cfgpath`. */
+static bool add_index(uvctx *u, const char *url, const char *cfgpath, int line)
+{
+    return sl_pylock_add(&u->lock, sl_pyindex_add, url, cfgpath, line, NULL);
 }
 
 /* A URL-valued key of an inline table ({ url = "…" }), or NULL. */
@@ -50,23 +44,23 @@ static bool artifact(uvctx *u, const sl_toml *t)
     if (!t)
         return true;
     if (sl_toml_kind_of(t) != SL_TOML_TABLE) {
-        sl_lockerr_set(u->err, u->path, sl_toml_line(t), "a file entry is not a table");
+        sl_lockerr_set(u->lock.err, u->lock.path, sl_toml_line(t), "a file entry is not a table");
         return false;
     }
     const char *url = sl_pytoml_str(t, "url");
-    return !url || add(u, sl_pyurl_add, url, NULL, u->path, sl_toml_line(t), NULL);
+    return !url || add(u, sl_pyurl_add, url, sl_toml_line(t), NULL);
 }
 
 static bool package(uvctx *u, const sl_toml *pkg)
 {
     int line = sl_toml_line(pkg);
     if (sl_toml_kind_of(pkg) != SL_TOML_TABLE) {
-        sl_lockerr_set(u->err, u->path, line, "a [[package]] entry is not a table");
+        sl_lockerr_set(u->lock.err, u->lock.path, line, "a [[package]] entry is not a table");
         return false;
     }
     const sl_toml *src = sl_toml_get(pkg, "source");
     if (!src || sl_toml_kind_of(src) != SL_TOML_TABLE) {
-        sl_lockerr_set(u->err, u->path, line, "[[package]] without a source table");
+        sl_lockerr_set(u->lock.err, u->lock.path, line, "[[package]] without a source table");
         return false;
     }
     line = sl_toml_line(src);
@@ -74,15 +68,15 @@ static bool package(uvctx *u, const sl_toml *pkg)
     int r;
     if ((v = sl_pytoml_str(src, "registry"))) {
         /* A URL, or a flat directory of wheels (local). */
-        if (!add(u, sl_pyindex_add, v, NULL, u->path, line, NULL))
+        if (!add(u, sl_pyindex_add, v, line, NULL))
             return false;
     } else if ((v = sl_pytoml_str(src, "git"))) {
-        if (!add(u, sl_pyvcs_add, v, NULL, u->path, line, &r))
+        if (!add(u, sl_pyvcs_add, v, line, &r))
             return false;
         if (r > 0)
             u->build_index = true;
     } else if ((v = sl_pytoml_str(src, "url"))) {
-        if (!add(u, sl_pyurl_add, v, NULL, u->path, line, &r))
+        if (!add(u, sl_pyurl_add, v, line, &r))
             return false;
         if (r > 0 && !sl_pyurl_is_wheel(v, strlen(v)))
             u->build_index = true;
@@ -90,14 +84,15 @@ static bool package(uvctx *u, const sl_toml *pkg)
                sl_toml_get(src, "editable") || sl_toml_get(src, "virtual")) {
         return true;               /* local (R5) */
     } else {
-        sl_lockerr_set(u->err, u->path, line, "unknown package source");
+        sl_lockerr_set(u->lock.err, u->lock.path, line, "unknown package source");
         return false;
     }
     if (!artifact(u, sl_toml_get(pkg, "sdist")))
         return false;
     const sl_toml *wheels = sl_toml_get(pkg, "wheels");
     if (wheels && sl_toml_kind_of(wheels) != SL_TOML_ARRAY) {
-        sl_lockerr_set(u->err, u->path, sl_toml_line(wheels), "\"wheels\" is not an array");
+        sl_lockerr_set(u->lock.err, u->lock.path, sl_toml_line(wheels),
+                       "\"wheels\" is not an array");
         return false;
     }
     for (size_t i = 0; i < sl_toml_count(wheels); i++)
@@ -121,7 +116,7 @@ static bool build_indexes(uvctx *u, const sl_toml *cfg, const char *cfgpath)
         const sl_toml *x = sl_toml_at(idx, i);
         const char *url = sl_pytoml_str(x, "url");
         if (!url) {
-            sl_lockerr_set(u->err, cfgpath, sl_toml_line(x), "an index without a url");
+            sl_lockerr_set(u->lock.err, cfgpath, sl_toml_line(x), "an index without a url");
             return false;
         }
         if (sl_toml_bool(sl_toml_get(x, "explicit"), &b) && b)
@@ -131,21 +126,21 @@ static bool build_indexes(uvctx *u, const sl_toml *cfg, const char *cfgpath)
                 deflt = url, defline = sl_toml_line(x);
             continue;
         }
-        if (!add(u, sl_pyindex_add, url, cfgpath, cfgpath, sl_toml_line(x), NULL))
+        if (!add_index(u, url, cfgpath, sl_toml_line(x)))
             return false;
     }
     const sl_toml *extra = sl_toml_get(cfg, "extra-index-url");
     for (size_t i = 0; i < sl_toml_count(extra); i++) {
         const char *url = sl_toml_str(sl_toml_at(extra, i), NULL);
-        if (url && !add(u, sl_pyindex_add, url, cfgpath, cfgpath, sl_toml_line(extra), NULL))
+        if (url && !add_index(u, url, cfgpath, sl_toml_line(extra)))
             return false;
     }
     const char *legacy = sl_pytoml_str(cfg, "index-url");
     if (!deflt && legacy)
         deflt = legacy, defline = sl_toml_line(sl_toml_get(cfg, "index-url"));
     if (deflt)
-        return add(u, sl_pyindex_add, deflt, cfgpath, cfgpath, defline, NULL);
-    return add(u, sl_pyindex_add, SL_PYPI_SIMPLE, NULL, u->path, 0, NULL);
+        return add_index(u, deflt, cfgpath, defline);
+    return add(u, sl_pyindex_add, SL_PYPI_SIMPLE, 0, NULL);
 }
 
 static bool find_links(uvctx *u, const sl_toml *cfg, const char *cfgpath)
@@ -153,7 +148,7 @@ static bool find_links(uvctx *u, const sl_toml *cfg, const char *cfgpath)
     const sl_toml *fl = sl_toml_get(cfg, "find-links");
     for (size_t i = 0; i < sl_toml_count(fl); i++) {
         const char *url = sl_toml_str(sl_toml_at(fl, i), NULL);
-        if (url && !add(u, sl_pyindex_add, url, cfgpath, cfgpath, sl_toml_line(fl), NULL))
+        if (url && !add_index(u, url, cfgpath, sl_toml_line(fl)))
             return false;
     }
     return true;
@@ -162,55 +157,41 @@ static bool find_links(uvctx *u, const sl_toml *cfg, const char *cfgpath)
 static bool read_uv(const char *path, const char *data, size_t len, sl_project *proj,
                     sl_derived *out, sl_lockerr *err)
 {
-    sl_toml *lock = sl_pytoml_parse(path, data, len, err);
-    if (!lock)
-        return false;
-    bool ok = false;
+    uvctx u = { .build_index = false };
     sl_toml *conf = NULL;
-    uvctx u = { .path = path, .out = out, .err = err };
-
-    long long version;
-    if (!sl_toml_int(sl_toml_get(lock, "version"), &version)) {
-        sl_lockerr_set(err, path, 0, "not a uv.lock (no integer \"version\")");
+    bool ok = false;
+    if (!sl_pylock_open(&u.lock, path, data, len, NULL, out, err))
         goto out;
-    }
-    const sl_toml *pkgs = sl_toml_get(lock, "package");
-    if (pkgs && sl_toml_kind_of(pkgs) != SL_TOML_ARRAY) {
-        sl_lockerr_set(err, path, sl_toml_line(pkgs), "\"package\" is not an array of tables");
+    long long version;
+    if (!sl_toml_int(sl_toml_get(u.lock.doc, "version"), &version)) {
+        sl_lockerr_set(err, path, 0, "not a uv.lock (no integer \"version\")");
         goto out;
     }
 
     /* uv.toml in the project wins over [tool.uv] in pyproject.toml. Read
      * (and checked) even when no package needs it, as uv would. */
-    sl_lockerr ce = { .msg = "" };
     const char *cpath = NULL;
-    const sl_toml *cfg = NULL;
-    conf = sl_pytoml_project(proj, "uv.toml", &cpath, &ce);
+    const sl_toml *cfg = NULL, *idx;
+    err->msg[0] = '\0';
+    conf = sl_pytoml_project(proj, "uv.toml", &cpath, err);
     if (conf) {
         cfg = conf;
-    } else if (!ce.msg[0]) {
-        conf = sl_pytoml_project(proj, "pyproject.toml", &cpath, &ce);
+    } else if (!err->msg[0]) {
+        conf = sl_pytoml_project(proj, "pyproject.toml", &cpath, err);
         cfg = sl_pytoml_path(conf, "tool.uv");
     }
-    if (ce.msg[0]) {
-        *err = ce;
+    if (err->msg[0] || !sl_pytoml_tables(cfg, "index", cpath, &idx, err))
         goto out;
-    }
-    const sl_toml *idx = sl_toml_get(cfg, "index");
-    if (idx && sl_toml_kind_of(idx) != SL_TOML_ARRAY) {
-        sl_lockerr_set(err, cpath, sl_toml_line(idx), "\"index\" is not an array of tables");
-        goto out;
-    }
 
-    for (size_t i = 0; i < sl_toml_count(pkgs); i++)
-        if (!package(&u, sl_toml_at(pkgs, i)))
+    for (size_t i = 0; i < sl_toml_count(u.lock.packages); i++)
+        if (!package(&u, sl_toml_at(u.lock.packages, i)))
             goto out;
     if (u.build_index && (!build_indexes(&u, cfg, cpath) || !find_links(&u, cfg, cpath)))
         goto out;
     ok = true;
 out:
     sl_toml_free(conf);
-    sl_toml_free(lock);
+    sl_pylock_close(&u.lock);
     return ok;
 }
 

@@ -48,6 +48,11 @@ typedef struct sl_lockreader {
      * false with err set on malformed input (LOCKFILES.md R7). */
     bool (*read)(const char *path, const char *data, size_t len, sl_project *proj,
                  sl_derived *out, sl_lockerr *err);
+    /* The reader analyses the whole project, whichever of its files it is
+     * given (Gradle: the settings, build scripts, lockfiles and wrapper of
+     * a build; Go: go.mod with go.sum and go.env). The driver calls it once
+     * per project directory, with the first of its files it meets. */
+    bool per_project;
 } sl_lockreader;
 
 /* Every reader, NULL-terminated (allowlist/lockfiles.c). */
@@ -55,7 +60,8 @@ extern const sl_lockreader *const sl_lockreaders[];
 
 /* The driver: walk PATHs (files or directories), pick readers, apply R8
  * (npm-shrinkwrap.json hides package-lock.json), add everything to out.
- * Errors go to report as "FILE:LINE: message"; returns their count. */
+ * Errors go to report as "FILE:LINE: message", each distinct message once;
+ * returns their count. */
 int sl_lockfiles_derive(const char *const *paths, size_t npaths, sl_derived *out,
                         void (*report)(void *ctx, const char *msg), void *ctx);
 

@@ -268,6 +268,10 @@ typedef struct driver {
     size_t nprojects, capprojects;
     struct fileid { dev_t dev, dir_dev; ino_t ino, dir; } *seen;   /* lockfiles read so far */
     size_t nseen, capseen;
+    struct projread { dev_t dev; ino_t ino; const sl_lockreader *r; } *read; /* per_project */
+    size_t nread, capread;
+    struct msg { unsigned long hash; char *text; } *msgs;          /* reported so far */
+    size_t nmsgs, capmsgs;
 } driver;
 
 /* Whether this file was read already for this project directory, under
@@ -291,6 +295,36 @@ static bool seen_before(driver *drv, const sl_project *proj, const char *path)
     return false;
 }
 
+/* Whether a per_project reader has read this project directory already
+ * (under this spelling or another); records it if not. */
+static bool project_read_before(driver *drv, const sl_project *proj, const sl_lockreader *r)
+{
+    struct stat dst;
+    if (stat(proj->dir, &dst) != 0)
+        return false;              /* reading it will report why */
+    for (size_t i = 0; i < drv->nread; i++)
+        if (drv->read[i].dev == dst.st_dev && drv->read[i].ino == dst.st_ino &&
+            drv->read[i].r == r)
+            return true;
+    if (drv->nread == drv->capread) {
+        drv->capread = drv->capread ? drv->capread * 2 : 16;
+        drv->read = xrealloc(drv->read, drv->capread * sizeof *drv->read);
+    }
+    drv->read[drv->nread++] = (struct projread){ dst.st_dev, dst.st_ino, r };
+    return false;
+}
+
+static unsigned long str_hash(const char *s)
+{
+    unsigned long h = 5381;
+    for (; *s; s++)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+/* Report one error, unless the same message was reported already: a
+ * config file that several lockfiles of a project read (pip.conf for each
+ * requirements file) is one problem, told once. */
 static void report_err(driver *drv, const char *file, int line, const char *msg)
 {
     char buf[4096 + sizeof(((sl_lockerr *)0)->msg) + 32];   /* a PATH_MAX path and a message */
@@ -303,6 +337,15 @@ static void report_err(driver *drv, const char *file, int line, const char *msg)
     for (char *c = buf; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?';
+    unsigned long h = str_hash(buf);
+    for (size_t i = 0; i < drv->nmsgs; i++)
+        if (drv->msgs[i].hash == h && !strcmp(drv->msgs[i].text, buf))
+            return;
+    if (drv->nmsgs == drv->capmsgs) {
+        drv->capmsgs = drv->capmsgs ? drv->capmsgs * 2 : 16;
+        drv->msgs = xrealloc(drv->msgs, drv->capmsgs * sizeof *drv->msgs);
+    }
+    drv->msgs[drv->nmsgs++] = (struct msg){ h, xstrdup(buf) };
     drv->errors++;
     if (drv->report)
         drv->report(drv->ctx, buf);
@@ -350,7 +393,8 @@ static bool recognised(const char *base)
 }
 
 /* Read one lockfile `base` in directory `dir` ("" for none) with every
- * reader that recognises its name. */
+ * reader that recognises its name; a per_project reader only if it has not
+ * read this project yet. */
 static void process_file(driver *drv, const char *dir, const char *base, bool named)
 {
     if (!recognised(base)) {
@@ -392,7 +436,7 @@ static void process_file(driver *drv, const char *dir, const char *base, bool na
     }
     for (size_t i = 0; sl_lockreaders[i]; i++) {
         const sl_lockreader *r = sl_lockreaders[i];
-        if (!r->recognises(base))
+        if (!r->recognises(base) || (r->per_project && project_read_before(drv, proj, r)))
             continue;
         sl_lockerr re = { .msg = "" };
         if (!r->read(path, data, len, proj, drv->out, &re))
@@ -541,5 +585,9 @@ int sl_lockfiles_derive(const char *const *paths, size_t npaths, sl_derived *out
         sl_project_free(drv.projects[i]);
     free(drv.projects);
     free(drv.seen);
+    free(drv.read);
+    for (size_t i = 0; i < drv.nmsgs; i++)
+        free(drv.msgs[i].text);
+    free(drv.msgs);
     return drv.errors;
 }

@@ -12,8 +12,6 @@
 #include <stddef.h>
 
 #include "derive.h"
-#include "lockfile.h"
-#include "toml.h"
 
 /* The files an entry is attributed to: the lockfile, and the config file
  * when one changed the answer. NULL and duplicate names are skipped. */
@@ -59,23 +57,5 @@ bool sl_pyurl_has_scheme(const char *s, size_t len);
 /* Untrusted text for a message: printable ASCII kept, anything else as
  * '?', cut with "..." to fit `cap` (>= 8). Returns buf. */
 const char *sl_pyshow(const char *s, size_t len, char *buf, size_t cap);
-
-/* TOML for the lockers (poetry.lock, uv.lock, pdm.lock, pyproject.toml):
- * the document, or NULL with "FILE:LINE: message" in err (R7). */
-sl_toml *sl_pytoml_parse(const char *path, const char *data, size_t len, sl_lockerr *err);
-
-/* A TOML config file of the project ("pyproject.toml", "uv.toml"),
- * parsed. NULL when it does not exist (err->msg left empty) or cannot be
- * read or parsed (err set). *path_out names it for messages and
- * provenance. */
-sl_toml *sl_pytoml_project(sl_project *proj, const char *rel, const char **path_out,
-                           sl_lockerr *err);
-
-/* The string at table.key, or NULL if absent, not a string, or holding a
- * NUL (which no URL or name may hold). */
-const char *sl_pytoml_str(const sl_toml *table, const char *key);
-
-/* The value at a dotted path of plain keys ("tool.poetry.source"), or NULL. */
-const sl_toml *sl_pytoml_path(const sl_toml *t, const char *dotted);
 
 #endif

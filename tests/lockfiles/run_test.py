@@ -119,6 +119,11 @@ def test_case(case, offline, tmp_path):
         for line in read_text(case / "expected.err").splitlines():
             if line.strip():
                 assert line in stderr, f"'{line}' not in stderr:\n{stderr}"
+    # One problem, one message: a file that several readers or several
+    # files of one project lead to is still reported once.
+    err_lines = stderr.splitlines()
+    repeated = sorted({line for line in err_lines if err_lines.count(line) > 1})
+    assert not repeated, f"reported more than once: {repeated}; stderr:\n{stderr}"
     if want_exit == 0:
         assert stderr == "", f"a successful run printed on stderr:\n{stderr}"
     if (case / "expected.out").exists():
@@ -217,6 +222,31 @@ def test_a_lockfile_named_without_a_directory(offline, tmp_path):
     code, stdout, stderr = run_tool(offline, ["package-lock.json"], cwd=tmp_path)
     assert code == 0, stderr
     assert stdout == "npm.example.com:443  # package-lock.json\n"
+
+
+GO_MOD = """module example.com/webapp
+
+go 1.22
+
+require golang.org/x/text v0.16.0
+"""
+GO_SUM = """golang.org/x/text v0.16.0 h1:a94ExnEXNtEwYLGJSIUxnWoxoRz/ZcCsV63ROupILh4=
+golang.org/x/text v0.16.0/go.mod h1:GhwF1Be+LQoKShO3cGOHzqOgRrGaYc9AvblQOmPVHnI=
+"""
+
+
+@pytest.mark.parametrize("named", ["go.sum", "go.env"])
+def test_a_go_file_named_stands_for_its_project(offline, tmp_path, named):
+    """A fixture's directory is always walked too, so naming go.sum or
+    go.env alone beside a go.mod is tested here: it reads the project (go.mod
+    with go.sum and go.env), once, as naming the directory does."""
+    (tmp_path / "go.mod").write_text(GO_MOD)
+    (tmp_path / "go.sum").write_text(GO_SUM)
+    (tmp_path / "go.env").write_text("GOPROXY=https://goproxy.corp.example,direct\n")
+    code, stdout, stderr = run_tool(offline, [str(tmp_path / named)])
+    assert code == 0, stderr
+    assert stdout == f"goproxy.corp.example:443  # {tmp_path}/go.mod, {tmp_path}/go.env\n"
+    assert run_tool(offline, [str(tmp_path)])[1] == stdout
 
 
 def test_a_file_over_64_mib_is_refused(offline, tmp_path):

@@ -1,0 +1,26 @@
+/* Bounded growing arrays (growbuf.h). */
+#include "growbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool sl_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t max)
+{
+    if (n < *cap)
+        return true;
+    if (n >= max)
+        return false;
+    size_t nc = *cap ? *cap * 2 : 8;
+    if (nc > max)
+        nc = max;
+    /* The array pointer is read and written as bytes: it may point to any
+     * object type, and only void * may be used to reach it directly. */
+    void *p;
+    memcpy(&p, arrp, sizeof p);
+    void *q = realloc(p, nc * elem);
+    if (!q)
+        return false;
+    memcpy(arrp, &q, sizeof q);
+    *cap = nc;
+    return true;
+}

@@ -1,0 +1,17 @@
+/* Growing an array whose size a reader bounds: lockfile readers keep their
+ * repositories, sources, stages and tokens in plain arrays that double as
+ * needed, up to a limit that stops hostile input from taking all memory. */
+#ifndef SLUICE_GROWBUF_H
+#define SLUICE_GROWBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Make room for element n (n + 1 elements) in the array *arrp, of `elem`
+ * bytes each, now holding *cap. `arrp` is the address of the array
+ * pointer (&p->repos). The capacity doubles (from 8) but never passes
+ * `max`. Returns false, the array unchanged, when n reaches max or memory
+ * runs out. */
+bool sl_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t max);
+
+#endif
