@@ -57,6 +57,21 @@ bool sl_addr_parse(const char *s, size_t len, sl_addr *out)
 
 const char *sl_addr_format(const sl_addr *a, char *buf, size_t cap)
 {
+    /* IPv4 by hand: glibc's inet_ntop formats it with sprintf, which was a
+     * tenth of the gate's instructions per tunnel (two addresses each). */
+    if (a->family == AF_INET && cap >= 16) {
+        char *p = buf;
+        for (int i = 0; i < 4; i++) {
+            unsigned v = a->b[i];
+            if (v >= 100)
+                *p++ = (char)('0' + v / 100);
+            if (v >= 10)
+                *p++ = (char)('0' + v / 10 % 10);
+            *p++ = (char)('0' + v % 10);
+            *p++ = i < 3 ? '.' : '\0';
+        }
+        return buf;
+    }
     if (!inet_ntop(a->family == AF_INET ? AF_INET : AF_INET6, a->b, buf, (socklen_t)cap))
         snprintf(buf, cap, "?");
     return buf;

@@ -131,6 +131,43 @@ void conn_timer(conn *c, int ms)
 
 /* ---- ids and log lines ---- */
 
+/* Decimal digits of v at p, NUL-terminated; returns the end. The client
+ * and rule texts are made by hand: snprintf cost more than the rest of an
+ * accept. */
+static char *put_uint(char *p, unsigned v)
+{
+    char digits[12];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k)
+        *p++ = digits[--k];
+    *p = '\0';
+    return p;
+}
+
+/* "addr:port" or "[addr]:port". */
+static void format_client(char *out, size_t cap, const char *addr, bool v6, int port)
+{
+    size_t n = strlen(addr);
+    if (n + 16 > cap) {
+        snprintf(out, cap, v6 ? "[%s]:%d" : "%s:%d", addr, port);
+        return;
+    }
+    char *p = out;
+    if (v6)
+        *p++ = '[';
+    memcpy(p, addr, n);
+    p += n;
+    if (v6)
+        *p++ = ']';
+    *p++ = ':';
+    put_uint(p, (unsigned)port);
+}
+
+
 static void new_id(conn *c)
 {
     /* xorshift64*: ids need to be unique in a month of logs, not secret. */
@@ -139,7 +176,11 @@ static void new_id(conn *c)
     x ^= x << 25;
     x ^= x >> 27;
     c->w->rng = x;
-    snprintf(c->x.id, sizeof c->x.id, "%016llx", (unsigned long long)(x * 0x2545F4914F6CDD1DULL));
+    x *= 0x2545F4914F6CDD1DULL;
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, x >>= 4)
+        c->x.id[i] = hex[x & 15];
+    c->x.id[16] = '\0';
 }
 
 static void json_common(sl_json *j, char *ts, const char *event, const conn *c)
@@ -163,10 +204,15 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
     sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
     sl_json_cstr(&j, "reason", reason);
     if (c->x.rule) {
-        if (c->x.rule->line > 0)
-            snprintf(rule, sizeof rule, "%s:%d", c->x.rule->file, c->x.rule->line);
-        else
-            snprintf(rule, sizeof rule, "%s", c->x.rule->file);
+        size_t n = strlen(c->x.rule->file);
+        if (n + 16 > sizeof rule)
+            n = sizeof rule - 16;   /* cut; a file name is never this long */
+        memcpy(rule, c->x.rule->file, n);
+        rule[n] = '\0';
+        if (c->x.rule->line > 0) {
+            rule[n] = ':';
+            put_uint(rule + n + 1, (unsigned)c->x.rule->line);
+        }
         sl_json_cstr(&j, "rule", rule);
     }
     if (c->x.addr.family)
@@ -279,7 +325,7 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
     char as[SL_ADDR_STRLEN];
     sl_addr_from_sockaddr(sa, &a, &port);
     sl_addr_format(&a, as, sizeof as);
-    snprintf(c->client, sizeof c->client, a.family == AF_INET6 ? "[%s]:%d" : "%s:%d", as, port);
+    format_client(c->client, sizeof c->client, as, a.family == AF_INET6, port);
     new_id(c);
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
 

@@ -78,7 +78,8 @@ static void test_format_and_equal(void **state)
 {
     (void)state;
     static const char *const rt[] = {
-        "1.2.3.4", "255.255.255.255", "::1", "2001:db8::1", "::ffff:1.2.3.4", "fe80::abcd",
+        "1.2.3.4", "255.255.255.255", "0.0.0.0", "10.0.100.9", "192.168.1.10", "99.200.7.40",
+        "::1", "2001:db8::1", "::ffff:1.2.3.4", "fe80::abcd",
     };
     char buf[SL_ADDR_STRLEN];
     for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++) {
