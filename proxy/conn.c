@@ -296,12 +296,6 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
 
 /* ---- accept and close ---- */
 
-static void set_nodelay(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
 {
     (void)salen;
@@ -329,7 +323,8 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
     new_id(c);
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
 
-    set_nodelay(fd);
+    /* TCP_NODELAY comes from the listening socket (Linux copies it to
+     * accepted ones): no setsockopt per client. */
     c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     c->timer = evtimer_new(w->base, on_timer, c);
     if (!c->cli || !c->timer) {
@@ -515,6 +510,13 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     case CS_RESOLVING:
     case CS_CONNECTING:
+        if (client_side && eof_only && c->x.is_connect) {
+            /* A CONNECT client may send its bytes and half-close before
+             * the tunnel is up: the relay passes the end on after them. */
+            c->cli_eof = c->cli_eof_first = true;
+            return;
+        }
+        /* fall through */
     case CS_REFUSING:
         if (client_side)
             conn_close(c, eof_only ? "client_eof" : "client_error");

@@ -4,6 +4,7 @@
 #include <event2/thread.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,6 +317,8 @@ static int bind_one(const sl_addr *a, int port, char *err, size_t errcap)
         goto fail;
     if (ss.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    /* Accepted sockets inherit it: small relayed writes go out at once. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0)
         goto fail;
     return fd;

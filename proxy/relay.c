@@ -307,7 +307,10 @@ bool relay_start(conn *c)
     bufferevent_free(c->cli);
     bufferevent_free(c->up);
     c->cli = c->up = NULL;
-    event_add(rl->d[0].rd, NULL);
+    if (c->cli_eof)   /* the client half-closed while the tunnel was set up */
+        rl->d[0].src_eof = true;
+    else
+        event_add(rl->d[0].rd, NULL);
     event_add(rl->d[1].rd, NULL);
     /* Write what was held at once (the 200 reply, early bytes); reading
      * waits for the sockets to say there is something. */

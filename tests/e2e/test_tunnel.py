@@ -105,6 +105,28 @@ def test_tunnel_half_close_delivers_the_rest(sluice):
     assert got == payload
 
 
+@pytest.mark.parametrize("size", [1000, 200000])
+def test_bytes_sent_ahead_and_a_half_close_before_the_tunnel_is_up_all_arrive(sluice, size):
+    """The client sends CONNECT, its first bytes (more than the gate reads
+    ahead, in the larger case) and its end at once, while the gate is still
+    resolving and connecting: the origin gets every byte, then the end, and
+    the echo comes back."""
+    s = sluice(allow=STANDARD_ALLOW)
+    conn = Conn(s.port, timeout=15.0)
+    payload = pattern(size, seed=11)
+    conn.sock.sendall(b"CONNECT origin.test:9000 HTTP/1.1\r\nHost: origin.test:9000\r\n\r\n" + payload[:size // 2])
+    conn.sock.sendall(payload[size // 2:])
+    conn.sock.shutdown(socket.SHUT_WR)
+    resp = conn.read_response("CONNECT")
+    assert resp.status == 200
+    got = conn.read_until_eof()
+    assert got == payload
+    d = s.decision_for(conn.local_port)
+    close = s.close_for(d["id"])
+    assert (close["bytes_up"], close["bytes_down"]) == (size, size)
+    assert close["end"] in ("client_eof", "origin_eof")
+
+
 def test_idle_tunnel_is_closed_after_idle_ms(sluice):
     s = sluice(allow=STANDARD_ALLOW, config={"timeouts": {"idle_ms": 1000}})
     resp, conn = connect(s.port, "origin.test:9000")
