@@ -23,6 +23,7 @@
 
 #define RELAY_READ (64 * 1024)     /* one read; also the most a direction holds */
 #define SPLICE_CHUNK (1 << 20)     /* as much as the pipe takes */
+#define PIPE_BYTES (1 << 20)
 #define MAX_ROUNDS 8               /* reads per wake-up before other sockets get a turn */
 
 typedef struct direction {
@@ -203,8 +204,12 @@ static bool pump_ex(conn *c, int i, bool may_read)
             return true;   /* level-triggered: the loop calls again */
 
         if (!d->spliced && d->moved >= RELAY_SPLICE_AFTER) {
-            if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) == 0)
+            if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) == 0) {
                 d->spliced = true;
+                /* A bigger pipe moves more per splice; the default
+                 * (64 KiB) is kept if the system limit says no. */
+                fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
+            }
             else
                 d->pipe[0] = d->pipe[1] = -1;   /* keep copying */
         }
