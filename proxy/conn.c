@@ -219,7 +219,7 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
         sl_json_cstr(&j, "addr", sl_addr_format(&c->x.addr, a, sizeof a));
     if (c->x.dns_done)
         sl_json_ms(&j, "dns_ms", c->x.dns_ms);
-    if (c->x.sni[0])
+    if (c->x.sni)
         sl_json_cstr(&j, "sni", c->x.sni);
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
@@ -370,6 +370,7 @@ void conn_close(conn *c, const char *end)
         bufferevent_free(c->cli);
     if (c->timer)
         event_free(c->timer);
+    free(c->up_name);
 
     worker *w = c->w;
     if (c->prev)

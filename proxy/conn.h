@@ -60,7 +60,7 @@ typedef struct exchange {
     sl_dns_wait *dns;
     bool allowed;                 /* an allow decision was logged */
     uint64_t bytes_up, bytes_down;
-    char sni[256];
+    const char *sni;              /* the ClientHello's name, while its decision is logged */
 
     /* plain HTTP */
     struct evbuffer *up_head;     /* the rewritten request head */
@@ -86,7 +86,7 @@ typedef struct conn {
     bool cli_eof, up_eof;
     bool up_shut, cli_shut;       /* write side shut down after EOF */
     bool up_reusable;             /* kept-alive origin connection for the next request */
-    sl_host up_host;
+    char *up_name;                /* the kept-alive origin's host name (malloc'd) */
     int up_port;
     sl_addr up_addr;
     bool cli_eof_first;           /* which side ended a tunnel first */

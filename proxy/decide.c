@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -54,7 +55,7 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
     /* A kept-alive origin connection serves the request if it goes to the
      * same host and port and to an address vetted just now. */
     if (c->up && c->up_reusable && !c->x.is_connect && c->up_port == c->x.port &&
-        strcmp(c->up_host.name, c->x.host.name) == 0) {
+        c->up_name && strcmp(c->up_name, c->x.host.name) == 0) {
         for (size_t i = 0; i < n; i++) {
             if (sl_addr_equal(&addrs[i], &c->up_addr)) {
                 c->up_reusable = false;
@@ -198,7 +199,11 @@ void conn_connected(conn *c)
         tunnel_start(c);
         return;
     }
-    c->up_host = c->x.host;
+    /* Only the name is kept (not a whole sl_host): every connection,
+     * idle tunnels included, would carry it. NULL (out of memory) just
+     * means no reuse. */
+    free(c->up_name);
+    c->up_name = strdup(c->x.host.name);
     c->up_port = c->x.port;
     c->up_addr = c->x.addr;
     conn_set_state(c, CS_FORWARD);

@@ -56,9 +56,9 @@ static void check_sni(conn *c)
     char detail[600];
     switch (r) {
     case SL_SNI_FOUND:
-        snprintf(c->x.sni, sizeof c->x.sni, "%s", name);
+        c->x.sni = name;   /* for the decision line below; cleared after it */
         if (!sni_matches(c, name, nlen)) {
-            snprintf(detail, sizeof detail, "ClientHello names %s, not %s", c->x.sni, c->x.host.name);
+            snprintf(detail, sizeof detail, "ClientHello names %s, not %s", name, c->x.host.name);
             why = detail;
         }
         break;
@@ -75,10 +75,12 @@ static void check_sni(conn *c)
         /* Nothing has reached the origin: the client's bytes are dropped;
          * the client gets the 200 already queued, then the close. */
         conn_log_decision(c, false, "sni_mismatch", why);
+        c->x.sni = NULL;
         conn_linger_close(c);
         return;
     }
     conn_log_decision(c, true, "allowlisted", NULL);
+    c->x.sni = NULL;
     begin_relay(c);
 }
 
