@@ -336,7 +336,9 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
 
     bufferevent_setcb(c->cli, on_read, on_write, on_event, c);
     bufferevent_set_max_single_read(c->cli, 64 * 1024);
-    bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+    /* Writing is enabled where a reply is queued: enabled now, with
+     * nothing to write, it would cost an epoll change and a wake-up. */
+    bufferevent_enable(c->cli, EV_READ);
     conn_timer(c, c->pol->header_ms);
 
     /* Over max_clients, or the log cannot be written: refuse with 503. A

@@ -19,6 +19,14 @@ static void pump_response(conn *c);
  * RELAY_HIGH bytes unsent, and resumes when that falls to half. */
 #define RELAY_HIGH (256 * 1024)
 
+/* A client's writing is enabled only once something is queued for it
+ * (conn_accept); an origin's is always on. */
+static void write_soon(struct bufferevent *bev)
+{
+    if (!(bufferevent_get_enabled(bev) & EV_WRITE))
+        bufferevent_enable(bev, EV_WRITE);
+}
+
 /* Move up to max bytes from one side's input to the other's output.
  * Returns the bytes moved. */
 static size_t relay_move(conn *c, bool from_client, size_t max)
@@ -39,6 +47,7 @@ static size_t relay_move(conn *c, bool from_client, size_t max)
     else
         c->x.bytes_down += n;
     conn_touch(c);
+    write_soon(dst);
     if (evbuffer_get_length(out) >= RELAY_HIGH) {
         bufferevent_disable(src, EV_READ);
         if (from_client)
@@ -77,6 +86,7 @@ static void origin_failed(conn *c, const char *end, const char *detail)
 {
     if (!c->x.resp_head_done && c->x.bytes_down == 0) {
         sl_reply_origin_error(bufferevent_get_output(c->cli), detail);
+        bufferevent_enable(c->cli, EV_WRITE);
         conn_close_upstream(c);
         finish(c, end);
         return;
@@ -200,6 +210,7 @@ static void write_response_head(conn *c, const char *p, const sl_http_head *h, b
         evbuffer_add_printf(out, "Connection: keep-alive\r\n");
     evbuffer_add(out, "\r\n", 2);
     c->x.bytes_down += evbuffer_get_length(out) - before;
+    write_soon(c->cli);
 }
 
 static void pump_response(conn *c)

@@ -280,12 +280,15 @@ bool sl_log_failing(char *why, size_t cap)
 {
     if (!atomic_load(&failing))
         return false;
-    if (why) {
-        pthread_mutex_lock(&lock);
+    /* Asked again under the lock: the tick that re-creates a deleted file
+     * holds it until writing works again, so a client that comes in while
+     * the new file already exists is not refused. */
+    pthread_mutex_lock(&lock);
+    bool still = atomic_load(&failing);
+    if (still && why)
         snprintf(why, cap, "%s", fail_why);
-        pthread_mutex_unlock(&lock);
-    }
-    return true;
+    pthread_mutex_unlock(&lock);
+    return still;
 }
 
 void sl_log_close(void)
