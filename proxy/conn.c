@@ -460,6 +460,10 @@ static void on_write(struct bufferevent *bev, void *arg)
         forward_on_drained(c, to_client);
         return;
     case CS_HEAD:
+        /* A response's rest went out after its exchange ended: forward.c
+         * writes the next one itself (send_now). */
+        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            bufferevent_disable(bev, EV_WRITE);
         if (to_client && c->w->draining && evbuffer_get_length(bufferevent_get_output(c->cli)) == 0 &&
             evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
             conn_close(c, "shutdown");

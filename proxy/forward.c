@@ -19,14 +19,6 @@ static void pump_response(conn *c);
  * RELAY_HIGH bytes unsent, and resumes when that falls to half. */
 #define RELAY_HIGH (256 * 1024)
 
-/* A client's writing is enabled only once something is queued for it
- * (conn_accept); an origin's is always on. */
-static void write_soon(struct bufferevent *bev)
-{
-    if (!(bufferevent_get_enabled(bev) & EV_WRITE))
-        bufferevent_enable(bev, EV_WRITE);
-}
-
 /* Move up to max bytes from one side's input to the other's output.
  * Returns the bytes moved. */
 static size_t relay_move(conn *c, bool from_client, size_t max)
@@ -47,7 +39,6 @@ static size_t relay_move(conn *c, bool from_client, size_t max)
     else
         c->x.bytes_down += n;
     conn_touch(c);
-    write_soon(dst);
     if (evbuffer_get_length(out) >= RELAY_HIGH) {
         bufferevent_disable(src, EV_READ);
         if (from_client)
@@ -69,6 +60,27 @@ static void relay_drained(conn *c, bool to_client)
     *paused = false;
     bufferevent_setwatermark(dst, EV_WRITE, 0, 0);
     bufferevent_enable(src, EV_READ);
+}
+
+/* Write what is queued for a side now, in the pass that queued it, as
+ * libevent's own write callback would (unfreeze, write, freeze). Only a
+ * rest the socket does not take waits for the bufferevent, whose writing is
+ * enabled just for that and disabled again once it has drained
+ * (forward_on_drained). Otherwise every message would cost an epoll change
+ * to start watching for writability, a wake-up, and a change to stop. */
+static void send_now(conn *c, bool to_client)
+{
+    struct bufferevent *bev = to_client ? c->cli : c->up;
+    struct evbuffer *out = bufferevent_get_output(bev);
+    if (evbuffer_get_length(out) > 0) {
+        evbuffer_unfreeze(out, 1);
+        evbuffer_write_atmost(out, bufferevent_getfd(bev), -1);   /* errors: found by the bufferevent */
+        evbuffer_freeze(out, 1);
+    }
+    if (evbuffer_get_length(out) > 0)
+        bufferevent_enable(bev, EV_WRITE);
+    else
+        relay_drained(c, to_client);   /* a source paused for this side may go on */
 }
 
 /* Close once everything queued for the client has been written. */
@@ -179,6 +191,7 @@ static void pump_request(conn *c)
 {
     if (!pump_body(c, &c->x.req, true))
         return;
+    send_now(c, false);
     if (c->x.req.done) {
         bufferevent_disable(c->cli, EV_READ);   /* the next request waits its turn */
         c->cli_paused = false;
@@ -210,7 +223,6 @@ static void write_response_head(conn *c, const char *p, const sl_http_head *h, b
         evbuffer_add_printf(out, "Connection: keep-alive\r\n");
     evbuffer_add(out, "\r\n", 2);
     c->x.bytes_down += evbuffer_get_length(out) - before;
-    write_soon(c->cli);
 }
 
 static void pump_response(conn *c)
@@ -221,12 +233,12 @@ static void pump_response(conn *c)
     while (!c->x.resp_head_done) {
         size_t len = evbuffer_get_length(in);
         if (len == 0)
-            return;
+            goto send;   /* interim (1xx) heads may be queued */
         size_t n = len < SL_HTTP_MAX_HEAD + 1 ? len : SL_HTTP_MAX_HEAD + 1;
         const char *p = (const char *)evbuffer_pullup(in, (ssize_t)n);
         sl_http_status st = p ? sl_http_parse_response(p, n, &h) : SL_HTTP_BAD;
         if (st == SL_HTTP_INCOMPLETE)
-            return;
+            goto send;
         if (st != SL_HTTP_OK || h.status == 101) {
             origin_failed(c, "bad_response", st == SL_HTTP_OK ? "unexpected 101 Switching Protocols"
                                              : h.error ? h.error : "malformed response head");
@@ -258,7 +270,11 @@ static void pump_response(conn *c)
     }
     if (!pump_body(c, &c->x.resp, false))
         return;
+    send_now(c, true);
     maybe_done(c);
+    return;
+send:
+    send_now(c, true);
 }
 
 void forward_start(conn *c)
@@ -270,8 +286,13 @@ void forward_start(conn *c)
     c->x.up_head = NULL;
     conn_touch(c);
     conn_timer(c, c->pol->idle_ms);
+    /* Writes go out through send_now; the origin's writing was on only
+     * for its connect. */
+    bufferevent_disable(c->up, EV_WRITE);
     bufferevent_enable(c->up, EV_READ);
-    if (!c->x.req.done) {
+    if (c->x.req.done)
+        send_now(c, false);
+    else {
         bufferevent_enable(c->cli, EV_READ);
         pump_request(c);
         if (c->state != CS_FORWARD || c->x.finishing)
@@ -321,5 +342,8 @@ void forward_on_drained(conn *c, bool to_client)
             conn_close(c, c->x.finishing);
         return;
     }
+    struct bufferevent *bev = to_client ? c->cli : c->up;
+    if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+        bufferevent_disable(bev, EV_WRITE);   /* send_now writes the next message */
     relay_drained(c, to_client);
 }
