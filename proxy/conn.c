@@ -21,6 +21,10 @@
 #include "metrics.h"
 #include "reply.h"
 #include "relay.h"
+#include "tls_sni.h"
+
+_Static_assert(CONN_READ_AHEAD > SL_HTTP_MAX_HEAD && CONN_READ_AHEAD >= 2 * SL_SNI_MAX_BYTES,
+               "a client's read-ahead must hold a whole head or ClientHello");
 
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
@@ -336,6 +340,7 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
 
     bufferevent_setcb(c->cli, on_read, on_write, on_event, c);
     bufferevent_set_max_single_read(c->cli, 64 * 1024);
+    bufferevent_setwatermark(c->cli, EV_READ, 0, CONN_READ_AHEAD);
     /* Writing is enabled where a reply is queued: enabled now, with
      * nothing to write, it would cost an epoll change and a wake-up. */
     bufferevent_enable(c->cli, EV_READ);
@@ -517,10 +522,13 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     case CS_RESOLVING:
     case CS_CONNECTING:
-        if (client_side && eof_only && c->x.is_connect) {
-            /* A CONNECT client may send its bytes and half-close before
-             * the tunnel is up: the relay passes the end on after them. */
+        if (client_side && eof_only) {
+            /* A client may send its request (or a tunnel's first bytes)
+             * and half-close before the origin is reached: the request
+             * still goes, and the end is passed on after it. */
             c->cli_eof = c->cli_eof_first = true;
+            if (!c->x.is_connect)
+                c->x.client_close = true;
             return;
         }
         /* fall through */

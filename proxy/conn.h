@@ -21,6 +21,11 @@ struct event;
 
 #define CONN_MAGIC 0x5c0ca11eu
 
+/* The most a client's input buffer holds before reading pauses: room for
+ * the largest request head or ClientHello, and for what a client sends
+ * ahead while its request is decided and connected. */
+#define CONN_READ_AHEAD (64 * 1024)
+
 typedef enum conn_state {
     CS_HEAD,         /* reading a request head */
     CS_RESOLVING,    /* waiting for DNS */

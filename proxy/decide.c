@@ -96,8 +96,6 @@ static void on_dns(void *arg, const sl_dns_answer *ans)
     }
 }
 
-#define CONNECT_EARLY_MAX (64 * 1024)
-
 void conn_decide(conn *c)
 {
     const sl_policy *p = c->pol;
@@ -111,15 +109,10 @@ void conn_decide(conn *c)
         return;
     }
 
-    /* Nothing more from the client is acted on until the decision is made.
-     * A CONNECT client keeps being read (bytes it sends ahead wait in the
-     * buffer, up to CONNECT_EARLY_MAX) so that its socket's epoll entry is
-     * not changed twice for nothing; a plain-HTTP client's next request
-     * waits in the socket. */
-    if (c->x.is_connect)
-        bufferevent_setwatermark(c->cli, EV_READ, 0, CONNECT_EARLY_MAX);
-    else
-        bufferevent_disable(c->cli, EV_READ);
+    /* The client stays readable: what it sends meanwhile (bytes ahead of a
+     * tunnel, a request body, the next request) waits in its buffer, which
+     * the read watermark bounds (conn_accept), and is acted on in turn.
+     * Turning reading off and on again would cost two epoll changes. */
     sl_match_result m = sl_allowlist_match(p->allow, &c->x.host, c->x.port, c->x.is_connect,
                                            &p->connect_ports, &p->http_ports, &rule);
     if (m == SL_MATCH_NO_ENTRY) {

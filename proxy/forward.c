@@ -189,13 +189,16 @@ static bool pump_body(conn *c, body *b, bool from_client)
 
 static void pump_request(conn *c)
 {
+    if (c->x.req.done)
+        return;   /* what the client sends now is its next request: it waits */
     if (!pump_body(c, &c->x.req, true))
         return;
     send_now(c, false);
     if (c->x.req.done) {
-        bufferevent_disable(c->cli, EV_READ);   /* the next request waits its turn */
         c->cli_paused = false;
         maybe_done(c);
+    } else if (c->cli_eof && evbuffer_get_length(bufferevent_get_input(c->cli)) == 0) {
+        conn_close(c, "client_eof");   /* the body can no longer be completed */
     }
 }
 
@@ -320,7 +323,13 @@ void forward_on_eof(conn *c, bool from_client)
         return;
     }
     if (from_client) {
-        conn_close(c, "client_eof");
+        if (!c->x.req.done) {
+            conn_close(c, "client_eof");
+            return;
+        }
+        /* A half-close after a whole request: the response still goes. */
+        c->cli_eof = true;
+        c->x.client_close = true;
         return;
     }
     c->up_eof = true;

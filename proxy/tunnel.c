@@ -90,7 +90,6 @@ void tunnel_start(conn *c)
         conn_set_state(c, CS_SNI);
         sl_reply_connect_ok(bufferevent_get_output(c->cli));
         bufferevent_disable(c->up, EV_READ);
-        bufferevent_setwatermark(c->cli, EV_READ, 0, 0);
         bufferevent_enable(c->cli, EV_READ | EV_WRITE);
         conn_timer(c, c->pol->header_ms);
         check_sni(c);
