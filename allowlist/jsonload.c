@@ -323,7 +323,10 @@ static task *plan(const char *d, scan *s, unsigned nthreads, size_t *ntasks)
 /* The text with every big value replaced by {} or []. */
 static char *skeleton(const char *d, size_t len, const scan *s, size_t *slen)
 {
-    char *k = malloc(len + 1);
+    size_t size = len;
+    for (size_t b = 0; b < s->nbigs; b++)
+        size -= s->bigs[b].close - s->bigs[b].open - 1;
+    char *k = malloc(size ? size : 1);
     if (!k)
         return NULL;
     size_t from = 0, n = 0;
@@ -336,7 +339,7 @@ static char *skeleton(const char *d, size_t len, const scan *s, size_t *slen)
         from = g->close + 1;
     }
     memcpy(k + n, d + from, len - from);
-    *slen = n + len - from;
+    *slen = n + len - from;                    /* == size */
     return k;
 }
 
