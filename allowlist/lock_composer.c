@@ -21,6 +21,7 @@
  * repo.packagist.org metadata checks of Composer >= 2.10 (ignored when
  * unreachable during install, LOCKFILES.md §2), github-protocols rewriting
  * of source URLs, and perforce sources. */
+#include "jsonload.h"
 #include "lockfile.h"
 
 #include <jansson.h>
@@ -315,7 +316,7 @@ static bool composer_read(const char *path, const char *data, size_t len, sl_pro
 {
     composer c = { .lock = path, .out = out, .err = err, .mode = PREF_DIST };
     json_error_t je;
-    json_t *root = json_loadb(data, len, 0, &je);
+    json_t *root = sl_json_load(data, len, &je);
     bool ok = false;
     if (!root) {
         sl_lockerr_set(err, path, je.line > 0 ? je.line : 0, "invalid JSON: %s", je.text);

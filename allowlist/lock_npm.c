@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "jsonload.h"
 #include "lockfile.h"
 #include "npmrc.h"
 #include "url.h"
@@ -283,19 +284,24 @@ static bool recognises(const char *basename)
 static bool read_npm(const char *path, const char *data, size_t len, sl_project *proj,
                      sl_derived *out, sl_lockerr *err)
 {
-    int conflict = sl_npm_conflict_line(data, len);
-    if (conflict) {
-        sl_lockerr_set(err, path, conflict, "merge-conflict marker: resolve the conflict first");
-        return false;
-    }
+    const char *text = data;
+    size_t text_len = len;
     if (len >= 3 && !memcmp(data, "\xef\xbb\xbf", 3)) {
         data += 3;                                 /* npm strips a BOM */
         len -= 3;
     }
     json_error_t jerr;
-    json_t *root = json_loadb(data, len, 0, &jerr);
+    json_t *root = sl_json_load(data, len, &jerr);
     if (!root) {
-        sl_lockerr_set(err, path, jerr.line > 0 ? jerr.line : 0, "invalid JSON: %s", jerr.text);
+        /* A conflict marker starts a line, and a JSON string cannot hold a
+         * raw newline: so a file with one never parses, and the (slow, on a
+         * large file) look for it is needed only now. It is reported
+         * rather than the JSON error it causes. */
+        int conflict = sl_npm_conflict_line(text, text_len);
+        if (conflict)
+            sl_lockerr_set(err, path, conflict, "merge-conflict marker: resolve the conflict first");
+        else
+            sl_lockerr_set(err, path, jerr.line > 0 ? jerr.line : 0, "invalid JSON: %s", jerr.text);
         return false;
     }
     npm_ctx x = { .path = path, .data = data, .len = len, .out = out, .err = err };

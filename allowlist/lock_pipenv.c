@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonload.h"
 #include "lockfile.h"
 #include "pyindex.h"
 
@@ -139,7 +140,7 @@ static bool read_pipenv(const char *path, const char *data, size_t len, sl_proje
 {
     (void)proj;
     json_error_t je;
-    json_t *root = json_loadb(data, len, 0, &je);
+    json_t *root = sl_json_load(data, len, &je);
     if (!root) {
         sl_lockerr_set(err, path, je.line > 0 ? je.line : 0, "invalid JSON: %s", je.text);
         return false;

@@ -132,6 +132,15 @@ if os.path.isfile("proxy/example/sluice.ini"):
         data += b"\0\0allowlist.txt\0" + read("proxy/example/allowlist.txt")
     put("fuzz_config", data)
 
+# 6. fuzz_jsonload: every JSON file of the fixtures (package-lock.json,
+# npm-shrinkwrap.json, composer.lock, composer.json, Pipfile.lock,
+# packages.lock.json, ...).
+JSONS = {"composer.lock", "Pipfile.lock"}
+for f in walk_files(FIX):
+    b = os.path.basename(f)
+    if b.endswith(".json") or b in JSONS:
+        put("fuzz_jsonload", read(f))
+
 for t in sorted(os.listdir(OUT)):
     print("%-22s %5d seeds" % (t, len(os.listdir(os.path.join(OUT, t)))))
 EOF

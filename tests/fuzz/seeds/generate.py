@@ -310,6 +310,32 @@ write("fuzz_config", "errors", files(
      "[admin]\nlisten = 127.0.0.1:3128\n" + "k" * 300 + " = 1\n"),
     ("/abs/list", "*.com\nok.example\n"),
 ))
+# ---- JSON documents for the parallel loader (allowlist/jsonload.c) ------------
+# Lockfile-shaped: a top-level object whose big members are split across
+# threads. Strings full of brackets, commas and escapes, duplicate keys
+# (inside the big object and of the big key at the top level), arrays,
+# and a few broken ones.
+reset("fuzz_jsonload")
+JL = {
+    "npm": '{\n  "name": "a",\n  "lockfileVersion": 3,\n  "packages": {\n    "": {"name": "a"},\n'
+           '    "node_modules/b": {"version": "1.0.0", "resolved": "https://registry.npmjs.org/b/-/b-1.0.0.tgz"},\n'
+           '    "node_modules/c": {"version": "2.0.0", "dependencies": {"b": "^1.0.0"}}\n  }\n}\n',
+    "strings": '{"p":{"{":"}",",":",,","\\"":"\\"}","\\\\":"\\\\","u":"\\u007b\\u002c",'
+               '"e":"\\ud83d\\ude00\u00e9","k:":"[,]"},"q":1}',
+    "dups": '{"p":{"a":1,"b":2,"a":3,"\\u0061":4,"c":{"a":5}},"q":{"x":1}}',
+    "dup_top": '{"p":{"a":1,"b":2,"c":3},"q":1,"p":2}',
+    "arrays": '{"packages":[{"name":"a","dist":{"url":"https://x/a.zip"}},{"name":"b"},[1,[2]],null],'
+              '"packages-dev":[],"n":-1.5e3}',
+    "empty": '{"p":{},"q":[],"r":{ }}',
+    "ws": ' \r\n{ \t"p" :\n{ "a" : [ 1 , 2 ] ,\n"b" : { } } , "q" : true }\n ',
+    "trailing": '{"p":{"a":1,"b":2}} x',
+    "stray_comma": '{"p":{"a":1,,"b":2}}',
+    "conflict": '{\n"p":{\n<<<<<<< HEAD\n"a":1,\n=======\n"a":2,\n>>>>>>> x\n"b":3}}\n',
+    "deep": '{"p":{"a":' + '[' * 1030 + ']' * 1030 + ',"b":1}}',
+}
+for k, v in JL.items():
+    write("fuzz_jsonload", k, v)
+
 # ---- regressions: inputs that broke a property once (see README.md) -------------
 # allowlist/addr.c: sl_addr_parse accepted an IPv6 text with a NUL inside
 # (inet_pton stops at the NUL), and so sl_host_parse accepted "[::1\0x]".
