@@ -59,7 +59,7 @@ build/sluice: build/proxy/main.o build/libsluice.a
 build/san/sluice: build/san/proxy/main.o build/san/libsluice.a
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $^ $(LIBS)
 
-build/san/tests/%: tests/unit/%.c build/san/libsluice.a
+build/san/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) build/san/libsluice.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN) -Itests/unit -o $@ $< build/san/libsluice.a $(LIBS) -lcmocka
 

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testbuf.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,43 +22,7 @@
 
 /* ---- helpers ---- */
 
-typedef struct dbuf {
-    char *d;
-    size_t n, cap;
-} dbuf;
-
-static void put(dbuf *b, const char *s, size_t n)
-{
-    if (b->cap - b->n < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->n < n + 1)
-            cap *= 2;
-        b->d = realloc(b->d, cap);
-        assert_non_null(b->d);
-        b->cap = cap;
-    }
-    memcpy(b->d + b->n, s, n);
-    b->n += n;
-    b->d[b->n] = '\0';
-}
-
-static void puts_(dbuf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-static void putf(dbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void putf(dbuf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    assert_true(n >= 0 && (size_t)n < sizeof tmp);
-    put(b, tmp, (size_t)n);
-}
+/* dbuf, put, puts_, putf: testbuf.h */
 
 /* "..." with \" \\ and \xHH for control bytes; other bytes as they are. */
 static void put_quoted(dbuf *b, const char *s, size_t n)
