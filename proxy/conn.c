@@ -135,22 +135,8 @@ void conn_timer(conn *c, int ms)
 
 /* ---- ids and log lines ---- */
 
-/* Decimal digits of v at p, NUL-terminated; returns the end. The client
- * and rule texts are made by hand: snprintf cost more than the rest of an
- * accept. */
-static char *put_uint(char *p, unsigned v)
-{
-    char digits[12];
-    int k = 0;
-    do {
-        digits[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (k)
-        *p++ = digits[--k];
-    *p = '\0';
-    return p;
-}
+/* The client and rule texts are made by hand (sl_fmt_uint): snprintf cost
+ * more than the rest of an accept. */
 
 /* "addr:port" or "[addr]:port". */
 static void format_client(char *out, size_t cap, const char *addr, bool v6, int port)
@@ -168,7 +154,7 @@ static void format_client(char *out, size_t cap, const char *addr, bool v6, int 
     if (v6)
         *p++ = ']';
     *p++ = ':';
-    put_uint(p, (unsigned)port);
+    sl_fmt_uint(p, (unsigned)port);
 }
 
 
@@ -215,7 +201,7 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
         rule[n] = '\0';
         if (c->x.rule->line > 0) {
             rule[n] = ':';
-            put_uint(rule + n + 1, (unsigned)c->x.rule->line);
+            sl_fmt_uint(rule + n + 1, (unsigned)c->x.rule->line);
         }
         sl_json_cstr(&j, "rule", rule);
     }

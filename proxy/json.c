@@ -174,19 +174,27 @@ static void number(sl_json *j, const char *k, const char *text)
         put(j, text, n);
 }
 
+char *sl_fmt_uint(char *out, unsigned long long v)
+{
+    char rev[20];
+    int n = 0;
+    do {
+        rev[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *out++ = rev[--n];
+    *out = '\0';
+    return out;
+}
+
 void sl_json_int(sl_json *j, const char *k, long long v)
 {
-    /* By hand: printf's machinery costs more than the rest of a field. */
-    char tmp[24], *p = tmp + sizeof tmp;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    *--p = '\0';
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    char tmp[24], *p = tmp;
     if (v < 0)
-        *--p = '-';
-    number(j, k, p);
+        *p++ = '-';
+    sl_fmt_uint(p, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+    number(j, k, tmp);
 }
 
 void sl_json_ms(sl_json *j, const char *k, double ms)
@@ -200,18 +208,10 @@ void sl_json_ms(sl_json *j, const char *k, double ms)
     /* Tenths, rounded half up, by hand (snprintf's %.1f was most of a
      * close line's cost). Below 1e15 a tenth is exact in a double. */
     unsigned long long tenths = (unsigned long long)(ms * 10.0 + 0.5);
-    char rev[24];
-    int n = 0;
-    rev[n++] = (char)('0' + tenths % 10);
-    rev[n++] = '.';
-    unsigned long long whole = tenths / 10;
-    do {
-        rev[n++] = (char)('0' + whole % 10);
-        whole /= 10;
-    } while (whole);
-    for (int i = 0; i < n; i++)
-        tmp[i] = rev[n - 1 - i];
-    tmp[n] = '\0';
+    char *p = sl_fmt_uint(tmp, tenths / 10);
+    *p++ = '.';
+    *p++ = (char)('0' + tenths % 10);
+    *p = '\0';
     number(j, k, tmp);
 }
 

@@ -26,6 +26,11 @@ size_t sl_json_end(sl_json *j);
  * its own last fields); returns its length. */
 size_t sl_json_open_len(const sl_json *j);
 
+/* The decimal digits of v at out (at most 20 and a NUL); returns the end
+ * (the NUL). By hand: on the hot path printf cost more than what it
+ * formatted. */
+char *sl_fmt_uint(char *out, unsigned long long v);
+
 /* Append s escaped as JSON string content (no quotes) into out; returns the
  * bytes written, never more than cap - 1, NUL-terminated. */
 size_t sl_json_escape(char *out, size_t cap, const char *s, size_t len);

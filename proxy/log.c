@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "crypto.h"
+#include "json.h"
 #include "metrics.h"
 
 /* Lines kept in memory while the file cannot be written. Past this, new
@@ -106,19 +107,11 @@ static bool reserve(buffer *b, size_t n)
  * returns its length. */
 static size_t seq_field(char *dst, unsigned long long v)
 {
-    char rev[24];
-    int n = 0;
-    do {
-        rev[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
     memcpy(dst, ",\"seq\":", 7);
-    size_t len = 7;
-    while (n)
-        dst[len++] = rev[--n];
-    dst[len++] = '}';
-    dst[len] = '\0';
-    return len;
+    char *end = sl_fmt_uint(dst + 7, v);
+    *end++ = '}';
+    *end = '\0';
+    return (size_t)(end - dst);
 }
 
 static void chain_pending(void)
