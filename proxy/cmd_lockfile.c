@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "derive.h"
+#include "jsonarena.h"
 #include "lockfile.h"
 
 static const char usage[] =
@@ -152,6 +153,11 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
         return 2;
     }
 
+    /* jansson on huge pages (jsonarena.h): its page faults were most of
+     * this command's time on a large package-lock.json. Only here, a
+     * command that ends, never in the daemon; every jansson value of the
+     * command lives between this and sl_jsonarena_end. */
+    sl_jsonarena_begin();
     sl_derived *d = sl_derived_new();
     int errors = sl_lockfiles_derive((const char *const *)argv + optind, (size_t)(argc - optind),
                                      d, report_stderr, NULL);
@@ -159,6 +165,7 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
         fprintf(stderr, "sluice: allow-from-lockfile: %d error%s; no allowlist written\n", errors,
                 errors == 1 ? "" : "s");
         sl_derived_free(d);
+        sl_jsonarena_end();
         return 2;
     }
 
@@ -169,6 +176,7 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
     if (!mem) {
         perror("sluice: allow-from-lockfile");
         sl_derived_free(d);
+        sl_jsonarena_end();
         return 1;
     }
     if (json)
@@ -177,6 +185,7 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
         sl_derived_print(d, mem);
     bool ok = fclose(mem) == 0;
     sl_derived_free(d);
+    sl_jsonarena_end();
     if (!ok) {
         fprintf(stderr, "sluice: allow-from-lockfile: out of memory\n");
         free(buf);
