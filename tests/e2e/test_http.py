@@ -1,6 +1,7 @@
 """Plain HTTP (absolute-form) requests that are allowed, and keep-alive."""
 
 import json
+import socket
 
 import pytest
 
@@ -144,3 +145,25 @@ def test_http_1_0_client_gets_its_response_and_the_connection_closes(sluice):
         r = c.request("GET", "http://origin.test/bytes/4321", version="HTTP/1.0")
         assert r.status == 200 and r.body == pattern(4321)
         assert c.at_eof()
+
+
+@pytest.mark.parametrize("body", [b"", b"hello"])
+def test_a_half_close_after_a_whole_request_still_gets_the_response(sluice, body):
+    """The client sends its request (with or without a body) and shuts its
+    sending side at once, while the gate is still resolving and connecting:
+    the response still arrives whole, then the connection closes."""
+    s = sluice(allow=STANDARD_ALLOW)
+    with Conn(s.port) as c:
+        if body:
+            c.send(b"POST http://origin2.test/echo HTTP/1.1\r\nHost: origin2.test\r\n"
+                   b"Content-Length: 5\r\n\r\n" + body)
+        else:
+            c.send(b"GET http://origin.test/bytes/5000 HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+        c.sock.shutdown(socket.SHUT_WR)
+        r = c.read_response()
+        assert r.status == 200
+        assert r.body == (body if body else pattern(5000))
+        assert c.at_eof()
+    d = s.decision_for(c.local_port)
+    close = s.close_for(d["id"])
+    assert close["end"] == "done"
