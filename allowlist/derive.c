@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
+
 #define KEY_CAP 272                /* sl_entry_format needs >= 270 */
 
 typedef struct dentry {
@@ -42,22 +44,6 @@ struct sl_derived {
     bool last_valid;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();                   /* out of memory: nothing sensible to do */
-    return q;
-}
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = xrealloc(NULL, n);
-    memcpy(d, s, n);
-    return d;
-}
-
 static uint64_t hash_str(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
@@ -70,7 +56,7 @@ static uint64_t hash_str(const char *s)
 
 sl_derived *sl_derived_new(void)
 {
-    sl_derived *d = xrealloc(NULL, sizeof *d);
+    sl_derived *d = sl_xrealloc(NULL, sizeof *d);
     memset(d, 0, sizeof *d);
     d->sorted = true;
     return d;
@@ -102,9 +88,9 @@ static const char *intern(sl_derived *d, const char *file)
             return d->last_name = d->names[i];
     if (d->nnames == d->capnames) {
         d->capnames = d->capnames ? d->capnames * 2 : 8;
-        d->names = xrealloc(d->names, d->capnames * sizeof *d->names);
+        d->names = sl_xrealloc(d->names, d->capnames * sizeof *d->names);
     }
-    d->names[d->nnames] = xstrdup(file);
+    d->names[d->nnames] = sl_xstrdup(file);
     return d->last_name = d->names[d->nnames++];
 }
 
@@ -112,7 +98,7 @@ static void rehash(sl_derived *d)
 {
     size_t n = d->nslots ? d->nslots * 2 : 64;
     free(d->slots);
-    d->slots = xrealloc(NULL, n * sizeof *d->slots);
+    d->slots = sl_xrealloc(NULL, n * sizeof *d->slots);
     memset(d->slots, 0, n * sizeof *d->slots);
     d->nslots = n;
     for (size_t i = 0; i < d->n; i++) {
@@ -141,7 +127,7 @@ static size_t find_or_add(sl_derived *d, const sl_host *h, int port)
     }
     if (d->n == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 16;
-        d->v = xrealloc(d->v, d->cap * sizeof *d->v);
+        d->v = sl_xrealloc(d->v, d->cap * sizeof *d->v);
     }
     dentry *de = &d->v[d->n];
     memset(de, 0, sizeof *de);
@@ -162,7 +148,7 @@ static void add_file(sl_derived *d, dentry *de, const char *file)
             return;
     if (de->nfiles == de->capfiles) {
         de->capfiles = de->capfiles ? de->capfiles * 2 : 4;
-        de->files = xrealloc(de->files, de->capfiles * sizeof *de->files);
+        de->files = sl_xrealloc(de->files, de->capfiles * sizeof *de->files);
     }
     de->files[de->nfiles++] = name;
     if (!de->e.file)
@@ -297,7 +283,7 @@ static void ensure_sorted(sl_derived *d)
 {
     if (d->sorted)
         return;
-    d->order = xrealloc(d->order, d->n * sizeof *d->order);
+    d->order = sl_xrealloc(d->order, d->n * sizeof *d->order);
     for (size_t i = 0; i < d->n; i++)
         d->order[i] = &d->v[i];
     if (d->n)
@@ -358,7 +344,7 @@ static json_t *json_text(const char *s)
     json_t *j = json_string(s);
     if (j)
         return j;
-    char *copy = xstrdup(s);
+    char *copy = sl_xstrdup(s);
     for (char *p = copy; *p; p++)
         if ((unsigned char)*p >= 0x80)
             *p = '?';

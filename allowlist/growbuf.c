@@ -1,4 +1,4 @@
-/* Bounded growing arrays (growbuf.h). */
+/* Bounded growing arrays and allocation that cannot fail (growbuf.h). */
 #include "growbuf.h"
 
 #include <stdlib.h>
@@ -23,4 +23,25 @@ bool sl_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t max)
     memcpy(arrp, &q, sizeof q);
     *cap = nc;
     return true;
+}
+
+void *sl_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        abort();
+    return q;
+}
+
+char *sl_xstrndup(const char *s, size_t n)
+{
+    char *d = sl_xrealloc(NULL, n + 1);
+    memcpy(d, s, n);
+    d[n] = '\0';
+    return d;
+}
+
+char *sl_xstrdup(const char *s)
+{
+    return sl_xstrndup(s, strlen(s));
 }

@@ -14,4 +14,11 @@
  * runs out. */
 bool sl_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t max);
 
+/* realloc, strdup and strndup for the lockfile readers and the allowlist
+ * builder, which have nothing sensible to do when memory runs out: they
+ * abort. (The daemon's config loader has its own, which says so first.) */
+void *sl_xrealloc(void *p, size_t n);
+char *sl_xstrdup(const char *s);
+char *sl_xstrndup(const char *s, size_t n);
+
 #endif

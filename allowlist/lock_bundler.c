@@ -28,6 +28,8 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "growbuf.h"
+
 #define MIRRORS_MAX 256
 
 typedef struct span {
@@ -63,16 +65,6 @@ typedef struct srcsec {
     size_t nspecs;
     bool in_specs;
 } srcsec;
-
-static char *xstrndup(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (!d)
-        abort();                   /* out of memory: nothing sensible to do */
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
 
 /* Untrusted text for a message: printable ASCII, the rest as '?', cut. */
 static const char *shown(span t, char *buf, size_t cap)
@@ -152,7 +144,7 @@ static bool add_mirror_setting(bundler *b, const char *key, const char *val, siz
     }
     mirror *m = &b->mirrors[b->nmirrors++];
     bool absolute = memmem(uri.s, uri.n, "://", 3) != NULL;
-    m->key = absolute ? normalize_uri(uri, true) : xstrndup(uri.s, uri.n);
+    m->key = absolute ? normalize_uri(uri, true) : sl_xstrndup(uri.s, uri.n);
     m->uri = normalize_uri((span){ val, vlen }, false);
     m->line = line;
     return true;

@@ -47,6 +47,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
+
 #define PATH_MAX_LEN 1024          /* longer module paths are refused */
 #define DEFAULT_GOPROXY "https://proxy.golang.org,direct"
 #define DEFAULT_GOSUMDB "sum.golang.org"
@@ -110,14 +112,6 @@ typedef struct gorun {
 } gorun;
 
 /* ---- small helpers ---- */
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();                   /* out of memory: nothing sensible to do */
-    return q;
-}
 
 static bool span_eq(span a, span b)
 {
@@ -360,7 +354,7 @@ static bool directive(gomod *m, span verb, const tok *a, int na, int line, const
             return false;
         if (span_is(verb, "require")) {
             if (m->nreq == m->capreq)
-                m->reqs = xrealloc(m->reqs, (m->capreq = m->capreq ? m->capreq * 2 : 16) *
+                m->reqs = sl_xrealloc(m->reqs, (m->capreq = m->capreq ? m->capreq * 2 : 16) *
                                                 sizeof *m->reqs);
             m->reqs[m->nreq++] = (req){ a[0].t, a[1].t, line };
         }
@@ -403,7 +397,7 @@ static bool directive(gomod *m, span verb, const tok *a, int na, int line, const
             return false;
         }
         if (m->nrep == m->caprep)
-            m->reps = xrealloc(m->reps, (m->caprep = m->caprep ? m->caprep * 2 : 8) *
+            m->reps = sl_xrealloc(m->reps, (m->caprep = m->caprep ? m->caprep * 2 : 8) *
                                             sizeof *m->reps);
         m->reps[m->nrep++] = r;
         return true;
@@ -416,7 +410,7 @@ static bool parse_gomod(gomod *m, const char *path, const char *data, size_t len
                         sl_lockerr *err)
 {
     memset(m, 0, sizeof *m);
-    m->arena = xrealloc(NULL, len + 1);
+    m->arena = sl_xrealloc(NULL, len + 1);
     const char *p = data, *end = data + len;
     int line = 0, block_line = 0;
     span block = { NULL, 0 };      /* the verb of an open block */
@@ -556,7 +550,7 @@ static bool parse_gosum(const char *path, const char *data, size_t len, sumline 
             return false;
         }
         if (n == cap)
-            v = xrealloc(v, (cap = cap ? cap * 2 : 64) * sizeof *v);
+            v = sl_xrealloc(v, (cap = cap ? cap * 2 : 64) * sizeof *v);
         v[n++] = (sumline){ f[0], f[1], line };
     }
     if (n)
@@ -1010,7 +1004,7 @@ static bool go_project(sl_project *proj, const gofile *given, sl_derived *out, s
     span nosumdb = g.env.line[E_GONOSUMDB] ? g.env.val[E_GONOSUMDB] : g.env.val[E_GOPRIVATE];
     span sumdb = env_get(&g, E_GOSUMDB, DEFAULT_GOSUMDB);
     bool need_sumdb = false;
-    reqd = xrealloc(NULL, (m.nreq ? m.nreq : 1) * sizeof *reqd);   /* after replace */
+    reqd = sl_xrealloc(NULL, (m.nreq ? m.nreq : 1) * sizeof *reqd);   /* after replace */
     size_t nreqd = 0;
     for (size_t i = 0; i < m.nreq; i++) {
         span p = m.reqs[i].path, v = m.reqs[i].ver;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
 #include "lockfile.h"
 #include "pyindex.h"
 
@@ -76,26 +77,10 @@ typedef struct pipctx {
     strv visited;                  /* "c:" or "r:" + rel, read already */
 } pipctx;
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();                   /* out of memory: nothing sensible to do */
-    return q;
-}
-
-static char *xstrndup(const char *s, size_t n)
-{
-    char *d = xrealloc(NULL, n + 1);
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
-
 static void strv_push(strv *a, char *s)
 {
     if (a->n == a->cap)
-        a->v = xrealloc(a->v, (a->cap = a->cap ? a->cap * 2 : 8) * sizeof *a->v);
+        a->v = sl_xrealloc(a->v, (a->cap = a->cap ? a->cap * 2 : 8) * sizeof *a->v);
     a->v[a->n++] = s;
 }
 
@@ -110,8 +95,8 @@ static void strv_free(strv *a)
 static void srcv_push(srcv *a, const char *url, size_t len, const char *origin, int line)
 {
     if (a->n == a->cap)
-        a->v = xrealloc(a->v, (a->cap = a->cap ? a->cap * 2 : 4) * sizeof *a->v);
-    a->v[a->n++] = (src){ .url = xstrndup(url, len), .origin = origin, .line = line };
+        a->v = sl_xrealloc(a->v, (a->cap = a->cap ? a->cap * 2 : 4) * sizeof *a->v);
+    a->v[a->n++] = (src){ .url = sl_xstrndup(url, len), .origin = origin, .line = line };
 }
 
 static void srcv_clear(srcv *a)
@@ -251,21 +236,21 @@ static bool conf_option(pipconf *c, int rank, const char *key, const char *val, 
     if (!strcmp(name, "index-url") || !strcmp(name, "pypi-url")) {
         if (rank >= c->sect_rank[0]) {
             free(c->index_url);
-            c->index_url = xstrndup(s, n);
+            c->index_url = sl_xstrndup(s, n);
             c->index_line = line;
             c->sect_rank[0] = rank;
         }
     } else if (!strcmp(name, "extra-index-url")) {
         if (rank >= c->sect_rank[1]) {
             free(c->extra);
-            c->extra = xstrndup(s, n);
+            c->extra = sl_xstrndup(s, n);
             c->extra_line = line;
             c->sect_rank[1] = rank;
         }
     } else if (!strcmp(name, "find-links")) {
         if (rank >= c->sect_rank[2]) {
             free(c->find_links);
-            c->find_links = xstrndup(s, n);
+            c->find_links = sl_xstrndup(s, n);
             c->find_line = line;
             c->sect_rank[2] = rank;
         }
@@ -326,7 +311,7 @@ static bool pipconf_parse(pipconf *c, const char *path, const char *data, size_t
          * inside a value are kept by configparser, so they continue too. */
         if (more && key && !comment && (n == 0 || indent > indent_level)) {
             if (vlen + n + 2 > vcap)
-                val = xrealloc(val, vcap = (vlen + n + 2) * 2);
+                val = sl_xrealloc(val, vcap = (vlen + n + 2) * 2);
             val[vlen++] = '\n';
             memcpy(val + vlen, s, n);
             vlen += n;
@@ -353,7 +338,7 @@ static bool pipconf_parse(pipconf *c, const char *path, const char *data, size_t
                     break;
                 }
             if (rb && rb > s + 1) {
-                char *name = xstrndup(s + 1, (size_t)(rb - s - 1));
+                char *name = sl_xstrndup(s + 1, (size_t)(rb - s - 1));
                 for (size_t i = 0; i < sections.n; i++)
                     if (!strcmp(sections.v[i], name)) {
                         char t[72];
@@ -394,7 +379,7 @@ static bool pipconf_parse(pipconf *c, const char *path, const char *data, size_t
             ok = false;
             break;
         }
-        key = xstrndup(k, kl);
+        key = sl_xstrndup(k, kl);
         for (char *p = key; *p; p++)   /* configparser folds case */
             if (*p >= 'A' && *p <= 'Z')
                 *p = (char)(*p - 'A' + 'a');
@@ -406,13 +391,13 @@ static bool pipconf_parse(pipconf *c, const char *path, const char *data, size_t
                 ok = false;
                 goto done;
             }
-        strv_push(&keys, xstrndup(key, kl));
+        strv_push(&keys, sl_xstrndup(key, kl));
         key_line = lineno;
         const char *v = d + 1;
         size_t vl = (size_t)(s + n - v);
         trim(&v, &vl);
         if (vl + 1 > vcap)
-            val = xrealloc(val, vcap = (vl + 1) * 2);
+            val = sl_xrealloc(val, vcap = (vl + 1) * 2);
         memcpy(val, v, vl);
         vlen = vl;
     }
@@ -429,8 +414,8 @@ done:
 static void add_defer(pipctx *c, const char *url, size_t len, const char *file, int line, bool vcs)
 {
     if (c->ndefer == c->capdefer)
-        c->defer = xrealloc(c->defer, (c->capdefer = c->capdefer ? c->capdefer * 2 : 4) * sizeof *c->defer);
-    c->defer[c->ndefer++] = (deferred){ .url = xstrndup(url, len), .file = file, .line = line, .vcs = vcs };
+        c->defer = sl_xrealloc(c->defer, (c->capdefer = c->capdefer ? c->capdefer * 2 : 4) * sizeof *c->defer);
+    c->defer[c->ndefer++] = (deferred){ .url = sl_xstrndup(url, len), .file = file, .line = line, .vcs = vcs };
 }
 
 static bool fail(pipctx *c, const char *file, int line, const char *msg)
@@ -560,7 +545,7 @@ static bool requirement(pipctx *c, const char *r, size_t n, bool editable, bool 
 static bool shlex_split(const char *s, size_t n, strv *out)
 {
     size_t i = 0;
-    char *tok = xrealloc(NULL, n + 1);
+    char *tok = sl_xrealloc(NULL, n + 1);
     while (i < n) {
         while (i < n && is_space(s[i]))
             i++;
@@ -592,7 +577,7 @@ static bool shlex_split(const char *s, size_t n, strv *out)
                 tok[tl++] = ch;
             }
         }
-        strv_push(out, xstrndup(tok, tl));
+        strv_push(out, sl_xstrndup(tok, tl));
     }
     free(tok);
     return true;
@@ -741,14 +726,14 @@ static char *join_rel(const char *base_rel, const char *inc)
         bl = s ? (size_t)(s - base_rel) + 1 : 0;   /* the directory, with its '/' */
     }
     size_t il = strlen(inc);
-    char *in = xrealloc(NULL, bl + il + 1);
+    char *in = sl_xrealloc(NULL, bl + il + 1);
     memcpy(in, base_rel, bl);
     memcpy(in + bl, inc, il + 1);
 
     bool abs = in[0] == '/';
     size_t cap = bl + il + 1, nseg = 0;
-    const char **seg = xrealloc(NULL, cap * sizeof *seg);
-    size_t *slen = xrealloc(NULL, cap * sizeof *slen);
+    const char **seg = sl_xrealloc(NULL, cap * sizeof *seg);
+    size_t *slen = sl_xrealloc(NULL, cap * sizeof *slen);
     for (const char *p = in; *p;) {
         while (*p == '/')
             p++;
@@ -771,7 +756,7 @@ static char *join_rel(const char *base_rel, const char *inc)
     }
     char *out = NULL;
     if (nseg && !(slen[nseg - 1] == 2 && !memcmp(seg[nseg - 1], "..", 2))) {
-        out = xrealloc(NULL, bl + il + 2);
+        out = sl_xrealloc(NULL, bl + il + 2);
         size_t o = 0;
         if (abs)
             out[o++] = '/';
@@ -828,7 +813,7 @@ static bool include(pipctx *c, const char *rel, const char *file, int line, cons
         return fail(c, file, line, "includes nested too deep (over 32 levels)");
     }
     size_t tl = strlen(target);
-    char *key = xrealloc(NULL, tl + 3);
+    char *key = sl_xrealloc(NULL, tl + 3);
     key[0] = constraint ? 'c' : 'r';
     key[1] = ':';
     memcpy(key + 2, target, tl + 1);
@@ -985,7 +970,7 @@ static bool read_file(pipctx *c, const char *rel, const char *path, const char *
                 if (blen == 0 && !primary)
                     primary = lineno;
                 if (blen + fl + 2 > bcap)
-                    buf = xrealloc(buf, bcap = (blen + fl + 2) * 2);
+                    buf = sl_xrealloc(buf, bcap = (blen + fl + 2) * 2);
                 memcpy(buf + blen, f, fl);
                 blen += fl;
                 continue;
@@ -995,7 +980,7 @@ static bool read_file(pipctx *c, const char *rel, const char *path, const char *
                  * a space so that it is cut as a comment. */
                 bool cl = comment_line(line, llen);
                 if (blen + llen + 3 > bcap)
-                    buf = xrealloc(buf, bcap = (blen + llen + 3) * 2);
+                    buf = sl_xrealloc(buf, bcap = (blen + llen + 3) * 2);
                 if (cl)
                     buf[blen++] = ' ';
                 memcpy(buf + blen, line, llen);

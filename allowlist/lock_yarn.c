@@ -9,17 +9,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
 #include "lockfile.h"
 #include "npmrc.h"
 #include "url.h"
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();                   /* out of memory: nothing sensible to do */
-    return q;
-}
 
 static bool starts(const char *s, size_t len, const char *prefix)
 {
@@ -147,7 +140,7 @@ static void y1_reset(y1_ctx *x)
 static char *decode(const sl_y1_tok *t, size_t *len)
 {
     *len = sl_y1_text(t, NULL, 0);
-    char *s = xrealloc(NULL, *len + 1);
+    char *s = sl_xrealloc(NULL, *len + 1);
     sl_y1_text(t, s, *len + 1);
     return s;
 }
@@ -239,7 +232,7 @@ static int unhex(char ch)
 /* Locator parts are URL-encoded (querystring style: '+' is a space). */
 static char *percent_decode(const char *s, size_t len, size_t *out_len)
 {
-    char *d = xrealloc(NULL, len + 1);
+    char *d = sl_xrealloc(NULL, len + 1);
     size_t k = 0;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '%' && i + 2 < len && unhex(s[i + 1]) >= 0 && unhex(s[i + 2]) >= 0) {

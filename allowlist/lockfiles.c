@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "growbuf.h"
+
 /* A lockfile of 100,000 npm packages is about 40 MiB; anything over this is
  * not a lockfile, and reading it whole would only cost memory. */
 #define PROJECT_FILE_MAX ((size_t)64 << 20)
@@ -42,24 +44,10 @@ static const char *const skipped_dirs[] = {
     "build", "dist", ".gradle", ".idea", NULL,
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();                   /* out of memory: nothing sensible to do */
-    return q;
-}
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(xrealloc(NULL, n), s, n);
-}
-
 static char *concat(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
-    char *s = xrealloc(NULL, la + lb + 1);
+    char *s = sl_xrealloc(NULL, la + lb + 1);
     memcpy(s, a, la);
     memcpy(s + la, b, lb + 1);
     return s;
@@ -99,7 +87,7 @@ struct sl_project {
 
 sl_project *sl_project_new(const char *dir)
 {
-    sl_project *p = xrealloc(NULL, sizeof *p);
+    sl_project *p = sl_xrealloc(NULL, sizeof *p);
     memset(p, 0, sizeof *p);
     size_t len = dir ? strlen(dir) : 0;
     while (len > 1 && dir[len - 1] == '/')
@@ -107,13 +95,13 @@ sl_project *sl_project_new(const char *dir)
     if (len == 0) {
         /* A lockfile named without a directory: its config files are named
          * the same way (".npmrc", not "./.npmrc"). */
-        p->dir = xstrdup(".");
-        p->prefix = xstrdup("");
+        p->dir = sl_xstrdup(".");
+        p->prefix = sl_xstrdup("");
     } else {
-        p->dir = xrealloc(NULL, len + 1);
+        p->dir = sl_xrealloc(NULL, len + 1);
         memcpy(p->dir, dir, len);
         p->dir[len] = '\0';
-        p->prefix = (len == 1 && dir[0] == '/') ? xstrdup("/") : concat(p->dir, "/");
+        p->prefix = (len == 1 && dir[0] == '/') ? sl_xstrdup("/") : concat(p->dir, "/");
     }
     return p;
 }
@@ -145,12 +133,12 @@ static pfile *project_entry(sl_project *p, const char *rel)
             return &p->files[i];
     if (p->n == p->cap) {
         p->cap = p->cap ? p->cap * 2 : 8;
-        p->files = xrealloc(p->files, p->cap * sizeof *p->files);
+        p->files = sl_xrealloc(p->files, p->cap * sizeof *p->files);
     }
     pfile *f = &p->files[p->n++];
     memset(f, 0, sizeof *f);
-    f->rel = xstrdup(rel);
-    f->path = rel[0] == '/' ? xstrdup(rel) : concat(p->prefix, rel);
+    f->rel = sl_xstrdup(rel);
+    f->path = rel[0] == '/' ? sl_xstrdup(rel) : concat(p->prefix, rel);
     return f;
 }
 
@@ -165,10 +153,10 @@ static pfile *project_entry(sl_project *p, const char *rel)
 static char *file_buffer(size_t n)
 {
     if (n < HUGE_BUFFER_MIN)
-        return xrealloc(NULL, n);
+        return sl_xrealloc(NULL, n);
     void *p = NULL;
     if (posix_memalign(&p, HUGE_PAGE, n) != 0)
-        abort();                   /* out of memory, as in xrealloc */
+        abort();                   /* out of memory, as in sl_xrealloc */
     /* Best effort: without it (THP off, an old kernel) it is only slower. */
     (void)madvise(p, (n + 4095) & ~(size_t)4095, MADV_HUGEPAGE);
     return p;
@@ -215,7 +203,7 @@ static int read_whole(const char *path, char **data, size_t *len, sl_lockerr *er
                 return -1;
             }
             cap *= 2;
-            buf = xrealloc(buf, cap + 1);
+            buf = sl_xrealloc(buf, cap + 1);
         }
         ssize_t r = read(fd, buf + n, cap - n);
         if (r < 0) {
@@ -270,7 +258,7 @@ void sl_project_put(sl_project *p, const char *rel, const char *data, size_t len
 {
     pfile *f = project_entry(p, rel);
     free(f->data);
-    f->data = xrealloc(NULL, len + 1);
+    f->data = sl_xrealloc(NULL, len + 1);
     if (len)
         memcpy(f->data, data, len);
     f->data[len] = '\0';
@@ -310,7 +298,7 @@ static bool seen_before(driver *drv, const sl_project *proj, const char *path)
             return true;
     if (drv->nseen == drv->capseen) {
         drv->capseen = drv->capseen ? drv->capseen * 2 : 16;
-        drv->seen = xrealloc(drv->seen, drv->capseen * sizeof *drv->seen);
+        drv->seen = sl_xrealloc(drv->seen, drv->capseen * sizeof *drv->seen);
     }
     drv->seen[drv->nseen++] = (struct fileid){ st.st_dev, dst.st_dev, st.st_ino, dst.st_ino };
     return false;
@@ -329,7 +317,7 @@ static bool project_read_before(driver *drv, const sl_project *proj, const sl_lo
             return true;
     if (drv->nread == drv->capread) {
         drv->capread = drv->capread ? drv->capread * 2 : 16;
-        drv->read = xrealloc(drv->read, drv->capread * sizeof *drv->read);
+        drv->read = sl_xrealloc(drv->read, drv->capread * sizeof *drv->read);
     }
     drv->read[drv->nread++] = (struct projread){ dst.st_dev, dst.st_ino, r };
     return false;
@@ -364,9 +352,9 @@ static void report_err(driver *drv, const char *file, int line, const char *msg)
             return;
     if (drv->nmsgs == drv->capmsgs) {
         drv->capmsgs = drv->capmsgs ? drv->capmsgs * 2 : 16;
-        drv->msgs = xrealloc(drv->msgs, drv->capmsgs * sizeof *drv->msgs);
+        drv->msgs = sl_xrealloc(drv->msgs, drv->capmsgs * sizeof *drv->msgs);
     }
-    drv->msgs[drv->nmsgs++] = (struct msg){ h, xstrdup(buf) };
+    drv->msgs[drv->nmsgs++] = (struct msg){ h, sl_xstrdup(buf) };
     drv->errors++;
     if (drv->report)
         drv->report(drv->ctx, buf);
@@ -392,7 +380,7 @@ static sl_project *project_for(driver *drv, const char *dir)
         }
     if (drv->nprojects == drv->capprojects) {
         drv->capprojects = drv->capprojects ? drv->capprojects * 2 : 8;
-        drv->projects = xrealloc(drv->projects, drv->capprojects * sizeof *drv->projects);
+        drv->projects = sl_xrealloc(drv->projects, drv->capprojects * sizeof *drv->projects);
     }
     return drv->projects[drv->nprojects++] = p;
 }
@@ -516,7 +504,7 @@ static void walk(driver *drv, const char *dir, int depth)
         bool want_dir = !skipped_dir(name);
         if (!want_file && !want_dir)
             continue;
-        char *full = xrealloc(NULL, strlen(prefix) + strlen(name) + 2);
+        char *full = sl_xrealloc(NULL, strlen(prefix) + strlen(name) + 2);
         sprintf(full, "%s/%s", prefix, name);
         unsigned char type = de->d_type;
         struct stat st;
@@ -534,12 +522,12 @@ static void walk(driver *drv, const char *dir, int depth)
         free(full);
         if (type == DT_REG && want_file) {
             if (nf == capf)
-                files = xrealloc(files, (capf = capf ? capf * 2 : 16) * sizeof *files);
-            files[nf++] = xstrdup(name);
+                files = sl_xrealloc(files, (capf = capf ? capf * 2 : 16) * sizeof *files);
+            files[nf++] = sl_xstrdup(name);
         } else if (type == DT_DIR && want_dir) {
             if (nd == capd)
-                dirs = xrealloc(dirs, (capd = capd ? capd * 2 : 16) * sizeof *dirs);
-            dirs[nd++] = xstrdup(name);
+                dirs = sl_xrealloc(dirs, (capd = capd ? capd * 2 : 16) * sizeof *dirs);
+            dirs[nd++] = sl_xstrdup(name);
         }
     }
     closedir(dh);
@@ -552,7 +540,7 @@ static void walk(driver *drv, const char *dir, int depth)
         free(files[i]);
     }
     for (size_t i = 0; i < nd; i++) {
-        char *sub = xrealloc(NULL, strlen(prefix) + strlen(dirs[i]) + 2);
+        char *sub = sl_xrealloc(NULL, strlen(prefix) + strlen(dirs[i]) + 2);
         sprintf(sub, "%s/%s", prefix, dirs[i]);
         walk(drv, sub, depth + 1);
         free(sub);
@@ -567,7 +555,7 @@ static void derive_path(driver *drv, const char *arg)
     size_t len = strlen(arg);
     while (len > 1 && arg[len - 1] == '/')
         len--;
-    char *path = xrealloc(NULL, len + 1);
+    char *path = sl_xrealloc(NULL, len + 1);
     memcpy(path, arg, len);
     path[len] = '\0';
 
@@ -582,7 +570,7 @@ static void derive_path(driver *drv, const char *arg)
             process_file(drv, "", path, true);
         } else {
             const char *base = slash + 1;
-            char *dir = slash == path ? xstrdup("/") : xrealloc(NULL, (size_t)(slash - path) + 1);
+            char *dir = slash == path ? sl_xstrdup("/") : sl_xrealloc(NULL, (size_t)(slash - path) + 1);
             if (slash != path) {
                 memcpy(dir, path, (size_t)(slash - path));
                 dir[slash - path] = '\0';

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "growbuf.h"
 #include "url.h"
 
 #define LAYERS 2                   /* .npmrc (or .yarnrc.yml), then .yarnrc */
@@ -37,29 +38,13 @@ struct sl_npmcfg {
     size_t nfiles;
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();                   /* out of memory: nothing sensible to do */
-    return q;
-}
-
-static char *xstrndup(const char *s, size_t n)
-{
-    char *d = xrealloc(NULL, n + 1);
-    memcpy(d, s, n);
-    d[n] = '\0';
-    return d;
-}
-
 sl_npmcfg *sl_npmcfg_new(const char *default_registry)
 {
-    sl_npmcfg *c = xrealloc(NULL, sizeof *c);
+    sl_npmcfg *c = sl_xrealloc(NULL, sizeof *c);
     memset(c, 0, sizeof *c);
-    c->default_registry = xstrndup(default_registry, strlen(default_registry));
+    c->default_registry = sl_xstrndup(default_registry, strlen(default_registry));
     c->repl = REPL_HOST;
-    c->repl_host = xstrndup("registry.npmjs.org", 18);
+    c->repl_host = sl_xstrndup("registry.npmjs.org", 18);
     return c;
 }
 
@@ -89,8 +74,8 @@ static const char *keep_file(sl_npmcfg *c, const char *path)
     for (size_t i = 0; i < c->nfiles; i++)
         if (!strcmp(c->files[i], path))
             return c->files[i];
-    c->files = xrealloc(c->files, (c->nfiles + 1) * sizeof *c->files);
-    c->files[c->nfiles] = xstrndup(path, strlen(path));
+    c->files = sl_xrealloc(c->files, (c->nfiles + 1) * sizeof *c->files);
+    c->files[c->nfiles] = sl_xstrndup(path, strlen(path));
     return c->files[c->nfiles++];
 }
 
@@ -142,17 +127,17 @@ static void set_scope(layer *l, const char *scope, size_t slen, const char *url,
     for (size_t i = 0; i < l->nscopes; i++) {
         if (strlen(l->scopes[i].scope) == slen && !memcmp(l->scopes[i].scope, scope, slen)) {
             free(l->scopes[i].url);       /* a later line wins */
-            l->scopes[i].url = xstrndup(url, ulen);
+            l->scopes[i].url = sl_xstrndup(url, ulen);
             l->scopes[i].file = file;
             return;
         }
     }
     if (l->nscopes == l->capscopes) {
         l->capscopes = l->capscopes ? l->capscopes * 2 : 4;
-        l->scopes = xrealloc(l->scopes, l->capscopes * sizeof *l->scopes);
+        l->scopes = sl_xrealloc(l->scopes, l->capscopes * sizeof *l->scopes);
     }
-    l->scopes[l->nscopes].scope = xstrndup(scope, slen);
-    l->scopes[l->nscopes].url = xstrndup(url, ulen);
+    l->scopes[l->nscopes].scope = sl_xstrndup(scope, slen);
+    l->scopes[l->nscopes].url = sl_xstrndup(url, ulen);
     l->scopes[l->nscopes].file = file;
     l->nscopes++;
 }
@@ -160,7 +145,7 @@ static void set_scope(layer *l, const char *scope, size_t slen, const char *url,
 static void set_registry(layer *l, const char *url, size_t len, const char *file)
 {
     free(l->registry);
-    l->registry = xstrndup(url, len);
+    l->registry = sl_xstrndup(url, len);
     l->registry_file = file;
 }
 
@@ -239,7 +224,7 @@ static bool set_replace(sl_npmcfg *c, const char *val, size_t vn, const char *fi
     c->repl_file = file;
     c->repl = REPL_HOST;
     if (vn == 5 && !memcmp(val, "npmjs", 5)) {
-        c->repl_host = xstrndup("registry.npmjs.org", 18);
+        c->repl_host = sl_xstrndup("registry.npmjs.org", 18);
         return true;
     }
     if (vn == 5 && !memcmp(val, "never", 5)) {
@@ -259,9 +244,9 @@ static bool set_replace(sl_npmcfg *c, const char *val, size_t vn, const char *fi
         size_t pl = u.path_len;
         while (pl && u.path[pl - 1] == '/')
             pl--;
-        c->repl_host = xstrndup(u.host, u.host_len);
+        c->repl_host = sl_xstrndup(u.host, u.host_len);
         if (pl)
-            c->repl_path = xstrndup(u.path, pl);
+            c->repl_path = sl_xstrndup(u.path, pl);
         return true;
     }
     if (vn == 0 || memmem(val, vn, "${", 2) || memchr(val, '/', vn)) {
@@ -269,7 +254,7 @@ static bool set_replace(sl_npmcfg *c, const char *val, size_t vn, const char *fi
                        show(val, vn, shown, sizeof shown));
         return false;
     }
-    c->repl_host = xstrndup(val, vn);
+    c->repl_host = sl_xstrndup(val, vn);
     return true;
 }
 
@@ -284,8 +269,8 @@ bool sl_npmcfg_load_npmrc(sl_npmcfg *c, sl_project *p, sl_lockerr *err)
     const char *file = keep_file(c, path ? path : ".npmrc");
     layer *l = &c->layers[0];
 
-    char *key = xrealloc(NULL, len + 1);
-    char *val = xrealloc(NULL, len + 1);
+    char *key = sl_xrealloc(NULL, len + 1);
+    char *val = sl_xrealloc(NULL, len + 1);
     bool ok = true, in_section = false;
     int line = 0;
     size_t pos = 0;
@@ -360,7 +345,7 @@ static bool yarnrc_line(void *vctx, sl_y1_event ev, int depth, const sl_y1_tok *
     if (!is_reg && !is_scope)
         return true;
     size_t vn = sl_y1_text(value, NULL, 0);
-    char *v = xrealloc(NULL, vn + 1);
+    char *v = sl_xrealloc(NULL, vn + 1);
     sl_y1_text(value, v, vn + 1);
     bool ok = check_registry(v, vn, x->file, line, k, x->err);
     if (ok && is_reg)
@@ -462,7 +447,7 @@ bool sl_npmcfg_load_yarnrc_yml(sl_npmcfg *c, sl_project *p, sl_lockerr *err)
             if (!(ok = yml_registry(sreg, file, "npmRegistryServer", &s, &sn, err)))
                 goto done;
             /* npmScopes keys are written without the '@' */
-            char *scope = xrealloc(NULL, kn + 2);
+            char *scope = sl_xrealloc(NULL, kn + 2);
             scope[0] = '@';
             memcpy(scope + 1, k, kn);
             set_scope(l, scope, kn + 1, s, sn, file);
