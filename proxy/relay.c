@@ -285,25 +285,37 @@ bool relay_start(conn *c)
         conn_close(c, "out_of_memory");
         return false;
     }
-    /* The sockets change owner: detached from the bufferevents (which then
-     * neither watch nor close them, and let their buffers be emptied). */
-    rl->fd[0] = bufferevent_getfd(c->cli);
-    rl->fd[1] = bufferevent_getfd(c->up);
-    bufferevent_setfd(c->cli, -1);
-    bufferevent_setfd(c->up, -1);
+    int fds[2] = { bufferevent_getfd(c->cli), bufferevent_getfd(c->up) };
+    rl->fd[0] = rl->fd[1] = -1;   /* the bufferevents still own the sockets */
     c->rl = rl;
     for (int i = 0; i < 2; i++) {
         direction *d = &rl->d[i];
-        d->src = rl->fd[i];
-        d->dst = rl->fd[1 - i];
+        d->src = fds[i];
+        d->dst = fds[1 - i];
         d->pipe[0] = d->pipe[1] = -1;
         d->rd = event_new(c->w->base, d->src, EV_READ | EV_PERSIST, callbacks[i], c);
     }
+    if (!rl->d[0].rd || !rl->d[1].rd) {
+        conn_close(c, "out_of_memory");
+        return false;
+    }
+    /* The relay's read events go in before the bufferevents' come out, so
+     * a socket that was being read stays in epoll as it is: no change. */
+    if (c->cli_eof)   /* the client half-closed while the tunnel was set up */
+        rl->d[0].src_eof = true;
+    else
+        event_add(rl->d[0].rd, NULL);
+    event_add(rl->d[1].rd, NULL);
+    /* The sockets change owner: detached from the bufferevents (which then
+     * neither watch nor close them, and let their buffers be emptied). */
+    bufferevent_setfd(c->cli, -1);
+    bufferevent_setfd(c->up, -1);
+    rl->fd[0] = fds[0];
+    rl->fd[1] = fds[1];
     /* In stream order: what was queued for a side goes before what was read
      * from the other. What was queued for the client is sluice's own reply,
      * not tunnel payload. */
-    if (!rl->d[0].rd || !rl->d[1].rd ||
-        !take(&rl->d[0], bufferevent_get_output(c->up)) || !take(&rl->d[0], bufferevent_get_input(c->cli)) ||
+    if (!take(&rl->d[0], bufferevent_get_output(c->up)) || !take(&rl->d[0], bufferevent_get_input(c->cli)) ||
         !take(&rl->d[1], bufferevent_get_output(c->cli)) ||
         !((rl->d[1].own = rl->d[1].held_len), take(&rl->d[1], bufferevent_get_input(c->up)))) {
         conn_close(c, "out_of_memory");
@@ -312,11 +324,6 @@ bool relay_start(conn *c)
     bufferevent_free(c->cli);
     bufferevent_free(c->up);
     c->cli = c->up = NULL;
-    if (c->cli_eof)   /* the client half-closed while the tunnel was set up */
-        rl->d[0].src_eof = true;
-    else
-        event_add(rl->d[0].rd, NULL);
-    event_add(rl->d[1].rd, NULL);
     /* Write what was held at once (the 200 reply, early bytes); reading
      * waits for the sockets to say there is something. */
     return pump_ex(c, 1, false) && pump_ex(c, 0, false);
