@@ -209,9 +209,9 @@ static bool pump_ex(conn *c, int i, bool may_read)
                 /* A bigger pipe moves more per splice; the default
                  * (64 KiB) is kept if the system limit says no. */
                 fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_BYTES);
-            }
-            else
+            } else {
                 d->pipe[0] = d->pipe[1] = -1;   /* keep copying */
+            }
         }
         ssize_t n;
         if (d->spliced)
