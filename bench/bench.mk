@@ -19,7 +19,7 @@ BENCH_DEB_PKGS := squid tinyproxy
 
 .PHONY: bench bench-smoke bench-deps bench-bin
 
-build/bench/%: bench/%.c
+build/bench/%: bench/%.c bench/addr.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
 

@@ -58,6 +58,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "addr.h"
+
 #define IN_CAP   8192
 #define SCRATCH  (1u << 20)
 #define MAX_PIDS 16
@@ -167,24 +169,6 @@ static void usage(const char *why)
             "               [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R] [--bytes N] [-n N]\n"
             "               [--steps A,B,...] [--hold SECONDS] [--timeout-ms MS] [--cpu-pid PID]...\n");
     exit(2);
-}
-
-static int parse_addr(const char *s, struct sockaddr_in *sa)
-{
-    char host[64];
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof host)
-        return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 1 || port > 65535)
-        return -1;
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    return inet_pton(AF_INET, host, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
 /* ---- /proc sampling ---- */

@@ -34,6 +34,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "addr.h"
+
 #define IN_CAP   16384
 #define OUT_CAP  1024
 #define BULK_BUF (1u << 20)
@@ -69,26 +71,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "origin: %s: %s\n", what, strerror(errno));
     exit(1);
-}
-
-static int parse_addr(const char *s, struct sockaddr_in *sa)
-{
-    char host[64];
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof host)
-        return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 1 || port > 65535)
-        return -1;
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-        return -1;
-    return 0;
 }
 
 static int make_listener(const char *addr)

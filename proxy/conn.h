@@ -89,7 +89,7 @@ typedef struct conn {
     int nexchanges;
     size_t scanned;               /* head bytes already searched for a newline */
     bool cli_eof, up_eof;
-    bool up_shut, cli_shut;       /* write side shut down after EOF */
+    bool cli_shut;                /* a refusal sent: the client's write side is shut */
     bool up_reusable;             /* kept-alive origin connection for the next request */
     char *up_name;                /* the kept-alive origin's host name (malloc'd) */
     int up_port;

@@ -211,5 +211,5 @@ void conn_close_upstream(conn *c)
         c->up = NULL;
     }
     c->up_reusable = false;
-    c->up_eof = c->up_shut = c->up_paused = false;
+    c->up_eof = c->up_paused = false;
 }
