@@ -88,6 +88,10 @@ def _wait_not_serving(port, deadline_s=5.0):
             c = Conn(port, timeout=1.0)
         except (ConnectionRefusedError, socket.timeout):
             return "refused"
+        except ConnectionResetError:
+            # the connect raced the listener's close: the kernel resets
+            # what was still in the accept queue
+            return "reset"
         try:
             c.send(b"CONNECT origin.test:9000 HTTP/1.1\r\nHost: origin.test:9000\r\n\r\n")
             resp = c.read_head()
