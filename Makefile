@@ -9,7 +9,7 @@
 # (AddressSanitizer + UndefinedBehaviorSanitizer, for the tests).
 
 CC      ?= gcc
-PKGS    := libevent_core libevent_extra libevent_pthreads libcares inih libidn2 libpsl jansson yaml-0.1 zlib expat
+PKGS    := libevent_core libevent_extra libcares inih libidn2 libpsl jansson yaml-0.1 zlib expat
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
 ALL_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iallowlist -Iproxy \
@@ -77,7 +77,7 @@ san: build/san/sluice $(UNIT_BIN)
 # address) is given a numeric address and port, which glibc answers without
 # NSS. No NSS module is ever loaded (the image has none). Any other such
 # function showing up in the link fails the build, to be checked first.
-STATIC_LIBS   := -levent_core -levent_extra -levent_pthreads -lcares -linih -lpsl -lidn2 -lunistring \
+STATIC_LIBS   := -levent_core -levent_extra -lcares -linih -lpsl -lidn2 -lunistring \
                  -ljansson -lyaml -lz -lexpat -lmbedtls -lmbedx509 -lmbedcrypto -lpthread -lm
 STATIC_NSS_OK := getaddrinfo|getprotobynumber|getservbyname|getservbyport_r
 IMAGE         ?= localhost/sluice-gate:latest

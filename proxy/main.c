@@ -1,7 +1,6 @@
 /* sluice: the command line, start-up, signals and reload. */
 #include <errno.h>
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -379,7 +378,6 @@ static int cmd_run(void)
         sl_policy_unref(p);
         return 1;
     }
-    evthread_use_pthreads();
     if (!sl_dns_global_init(err, sizeof err)) {
         fprintf(stderr, "sluice: %s\n", err);
         sl_policy_unref(p);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -116,9 +117,11 @@ static void start_drain(worker *w)
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
     (void)what;
     worker *w = arg;
+    uint64_t n;
+    if (fd >= 0 && read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
+        fprintf(stderr, "sluice: worker wake-up: %s\n", strerror(errno));
     if (atomic_load(&w->drain))
         start_drain(w);
     if (atomic_load(&w->stop)) {
@@ -134,18 +137,31 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 /* While draining, a worker leaves its loop when its last connection ends. */
 static void on_drain_check(evutil_socket_t fd, short what, void *arg)
 {
-    on_wake(fd, what, arg);
+    (void)fd;
+    on_wake(-1, what, arg);
 }
 
+/* Called from the main thread. An eventfd rather than event_active: with
+ * no libevent call across threads, the bases need no locking, which would
+ * otherwise cost a lock and an unlock around every event change and
+ * callback of every connection. */
 void worker_wake(worker *w)
 {
-    event_active(w->wake, EV_READ, 0);
+    uint64_t one = 1;
+    if (write(w->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        fprintf(stderr, "sluice: waking worker %d: %s\n", w->index, strerror(errno));
 }
 
 bool worker_init(worker *w, int index, char *err, size_t errcap)
 {
     memset(w, 0, sizeof *w);
+    w->inited = true;
     w->index = index;
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->wake_fd < 0) {
+        snprintf(err, errcap, "eventfd: %s", strerror(errno));
+        return false;
+    }
     if (getrandom(&w->rng, sizeof w->rng, 0) != sizeof w->rng || w->rng == 0)
         w->rng = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() ^ ((uint64_t)index << 32);
     /* The changelist folds the enable/disable pairs a connection makes within
@@ -163,7 +179,7 @@ bool worker_init(worker *w, int index, char *err, size_t errcap)
     w->dns = sl_dns_new(w->base, err, errcap);
     if (!w->dns)
         return false;
-    w->wake = event_new(w->base, -1, EV_PERSIST | EV_READ, on_wake, w);
+    w->wake = event_new(w->base, w->wake_fd, EV_PERSIST | EV_READ, on_wake, w);
     w->accept_retry = evtimer_new(w->base, on_accept_retry, w);
     if (!w->wake || !w->accept_retry) {
         snprintf(err, errcap, "out of memory");
@@ -196,6 +212,8 @@ void *worker_main(void *arg)
 
 void worker_free(worker *w)
 {
+    if (!w->inited)
+        return;
     while (w->conns)
         conn_close(w->conns, "shutdown");
     for (size_t i = 0; i < w->nlisteners; i++)
@@ -204,6 +222,8 @@ void worker_free(worker *w)
         sl_dns_free(w->dns);
     if (w->wake)
         event_free(w->wake);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
     if (w->accept_retry)
         event_free(w->accept_retry);
     if (w->base)

@@ -1,6 +1,7 @@
 /* Workers: one thread, one event loop, one resolver and its own listening
  * sockets (SO_REUSEPORT) each. The main thread only handles signals and
- * tells workers what to do through atomic flags and a wake-up event. */
+ * tells workers what to do through atomic flags and an eventfd: nothing
+ * crosses threads through libevent, so its event bases run without locks. */
 #ifndef SLUICE_WORKER_H
 #define SLUICE_WORKER_H
 
@@ -18,13 +19,15 @@ struct conn;
 struct sl_dns;
 
 typedef struct worker {
+    bool inited;                 /* worker_init ran: worker_free has work */
     int index;
     pthread_t thread;
     struct event_base *base;
     struct sl_dns *dns;
     struct evconnlistener *listeners[SL_MAX_LISTEN];
     size_t nlisteners;
-    struct event *wake;          /* activated by the main thread */
+    int wake_fd;                 /* eventfd the main thread writes to */
+    struct event *wake;          /* reads wake_fd */
     struct event *accept_retry;  /* after EMFILE: accepting resumes on a timer */
     atomic_bool drain, stop;     /* set by the main thread */
     bool draining;
