@@ -3,10 +3,11 @@
 puts it in a network namespace of its own; see bench/README.md.
 
 It starts the origin (bench/origin.c), a dnsmasq, and one proxy after another
-(squid, tinyproxy, sluice with a one-entry allowlist, sluice with the full
-policy), probes each (the origin must pass, a decoy port must be refused),
-drives each with the load generator (bench/loadgen.c) and a direct baseline,
-prints one table, and writes the raw results as JSON.
+(the relay floor bench/floor.c, squid, tinyproxy, sluice with a one-entry
+allowlist, sluice with the full policy), probes each (the origin must pass, a
+decoy port must be refused), drives each with the load generator
+(bench/loadgen.c) and a direct baseline, prints one table, and writes the raw
+results as JSON.
 
 Python standard library only. Installs nothing. Every process it starts is
 stopped by its PID; every measurement is bounded in time.
@@ -31,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LOADGEN = os.path.join(ROOT, "build", "bench", "loadgen")
 ORIGIN = os.path.join(ROOT, "build", "bench", "origin")
+FLOOR = os.path.join(ROOT, "build", "bench", "floor")
 SLUICE = os.environ.get("SLUICE_BIN", os.path.join(ROOT, "build", "sluice"))
 SQUID = shutil.which("squid") or "/usr/sbin/squid"
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
@@ -57,6 +59,7 @@ PROFILES = {
 }
 
 LOG_POLICY = {
+    "floor": "none (it writes no log)",
     "squid": "access_log stdio: one write(2) per line (buffered_logs off, the default), no fsync",
     "tinyproxy": "one write(2) and one fsync(2) per log line (LogLevel Info: about 7 lines per connection)",
     "sluice": "decision log: deny lines written before the refusal is sent; allow and close lines buffered, "
@@ -348,6 +351,25 @@ class Target:
 class Direct(Target):
     def __init__(self):
         super().__init__("direct")
+
+
+class Floor(Target):
+    """bench/floor.c: the relay floor, what relaying itself costs here."""
+
+    def __init__(self, port):
+        super().__init__("floor", port)
+        self.notes.append("bench/floor.c, a minimal epoll relay with the origin's address as its only allowlist "
+                          "entry; no DNS, no log, no per-request parsing (plain HTTP is relayed as a byte stream "
+                          "after the first request): what relaying itself costs on this machine")
+
+    def start(self, workdir):
+        # one thread per online CPU (its default), as sluice runs one worker per core
+        self.proc = Proc("floor", [FLOOR, "--listen", f"127.0.0.1:{self.port}",
+                                   "--allow", f"{ORIGIN_IP}:{ORIGIN_PORT}"], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def version(self):
+        return "bench/floor.c"
 
 
 class Squid(Target):
@@ -1019,7 +1041,7 @@ def render_footer(results, prof):
     logs = []
     for n in results["order"]:
         lg = T.get(n, {}).get("log")
-        if T.get(n, {}).get("reported") and lg:
+        if T.get(n, {}).get("reported") and lg and lg.get("path"):
             v = lg.get("verify")
             logs.append(f"{n} {lg.get('lines', 0):,}" + (
                 "" if not v else " (hash chain verified by `sluice audit --verify`)" if v.get("exit") == 0
@@ -1037,7 +1059,8 @@ def render_footer(results, prof):
     lines.append(
         f"Machine: {meta['cpus']} CPUs ({meta['cpu_model']}), kernel {meta['kernel']}; the load generator "
         f"(one thread), the origin (one thread) and the proxy share them. sluice runs "
-        f"{meta.get('sluice_workers', '?')} workers, squid one process, tinyproxy a thread per connection. "
+        f"{meta.get('sluice_workers', '?')} workers, floor {meta.get('sluice_workers', '?')} threads, squid one "
+        f"process, tinyproxy a thread per connection. "
         f"Load average at start {meta['loadavg_start']}, at end {meta.get('loadavg_end', '?')}.")
     if meta.get("other_load"):
         lines.append("Other processes busy on the machine at the start (not part of the bench): "
@@ -1158,12 +1181,17 @@ def update_readme(table_md):
     return True
 
 
+# the table's columns, in order
+TARGET_NAMES = ["direct", "floor", "squid", "tinyproxy", "sluice", "sluice-full"]
+
+
 def main():
     global verbose
     ap = argparse.ArgumentParser(description="sluice benchmark (run through bench/run.sh)")
     ap.add_argument("--smoke", action="store_true", help="about a second per mode, small C and byte counts")
     ap.add_argument("--only", action="append", default=[],
-                    help="measure only these targets (direct, squid, tinyproxy, sluice, sluice-full); repeatable")
+                    choices=TARGET_NAMES, metavar="NAME",
+                    help="measure only these targets (" + ", ".join(TARGET_NAMES) + "); repeatable")
     ap.add_argument("--duration", type=float, help="seconds per throughput/latency run")
     ap.add_argument("--rounds", type=int, help="measure every mode this many times (full: 2, smoke: 1); "
                     "each cell reports the round least disturbed by other processes")
@@ -1181,7 +1209,9 @@ def main():
     out_json = a.json or (os.path.join(ROOT, "build", "bench", "smoke.json") if a.smoke
                           else os.path.join(HERE, "results", "latest.json"))
 
-    for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"), (SLUICE, "make build/sluice")):
+    for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"),
+                    (FLOOR, "make build/bench/floor"),
+                    (SLUICE, "make build/sluice")):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing; build it first ({what}, or make bench)")
 
@@ -1226,8 +1256,9 @@ def main():
         results["meta"]["other_load"] = other_load()
     results["meta"]["sluice_workers"] = os.cpu_count()
 
-    all_targets = [Direct(), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
+    all_targets = [Direct(), Floor(3132), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
                    Sluice("sluice-full", 3129, True)]
+    assert [t.name for t in all_targets] == TARGET_NAMES
     targets = [t for t in all_targets if not a.only or t.name in a.only]
     results["order"] = [t.name for t in targets]
     T = results["targets"]
