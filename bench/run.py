@@ -2,12 +2,12 @@
 """The sluice benchmark driver (issue 6). Run it through bench/run.sh, which
 puts it in a network namespace of its own; see bench/README.md.
 
-It starts the origin (bench/origin.c), a dnsmasq, and one proxy after another
-(the relay floor bench/floor.c, squid, tinyproxy, sluice with a one-entry
-allowlist, sluice with the full policy), probes each (the origin must pass, a
-decoy port must be refused), drives each with the load generator
-(bench/loadgen.c) and a direct baseline, prints one table, and writes the raw
-results as JSON.
+It times one system call on this machine (bench/syscost.c), starts the
+origin (bench/origin.c), a dnsmasq, and one proxy after another (the relay
+floor bench/floor.c, squid, tinyproxy, sluice with a one-entry allowlist,
+sluice with the full policy), probes each (the origin must pass, a decoy port
+must be refused), drives each with the load generator (bench/loadgen.c) and a
+direct baseline, prints one table, and writes the raw results as JSON.
 
 Python standard library only. Installs nothing. Every process it starts is
 stopped by its PID; every measurement is bounded in time.
@@ -33,6 +33,8 @@ ROOT = os.path.dirname(HERE)
 LOADGEN = os.path.join(ROOT, "build", "bench", "loadgen")
 ORIGIN = os.path.join(ROOT, "build", "bench", "origin")
 FLOOR = os.path.join(ROOT, "build", "bench", "floor")
+SYSCOST = os.path.join(ROOT, "build", "bench", "syscost")
+SYSCOST_CALLS = 1000000
 SLUICE = os.environ.get("SLUICE_BIN", os.path.join(ROOT, "build", "sluice"))
 SQUID = shutil.which("squid") or "/usr/sbin/squid"
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
@@ -1062,6 +1064,16 @@ def render_footer(results, prof):
         f"{meta.get('sluice_workers', '?')} workers, floor {meta.get('sluice_workers', '?')} threads, squid one "
         f"process, tinyproxy a thread per connection. "
         f"Load average at start {meta['loadavg_start']}, at end {meta.get('loadavg_end', '?')}.")
+    sc = results.get("machine", {}).get("syscall_cost") or {}
+    if sc.get("getppid") and sc.get("recv_eagain"):
+        g, r = sc["getppid"], sc["recv_eagain"]
+        lines.append(f"One syscall here costs about {g['user_ns'] / 1000:.2f} µs of user time and "
+                     f"{g['sys_ns'] / 1000:.2f} µs of system time (getppid in a loop; recv on an empty socket: "
+                     f"{r['user_ns'] / 1000:.2f} + {r['sys_ns'] / 1000:.2f}). Measured by `bench/syscost.c` "
+                     f"({sc.get('calls', SYSCOST_CALLS):,} calls of each, user and system time from getrusage) "
+                     "at the start of this run.")
+    else:
+        lines.append(f"The cost of one syscall was not measured: {sc.get('failed', 'syscost did not run')}.")
     if meta.get("other_load"):
         lines.append("Other processes busy on the machine at the start (not part of the bench): "
                      + meta["other_load"] + ".")
@@ -1074,6 +1086,23 @@ def render_footer(results, prof):
 # --------------------------------------------------------------------------
 # setup
 # --------------------------------------------------------------------------
+
+def syscall_cost():
+    """What one system call costs here (bench/syscost.c), in ns per call."""
+    try:
+        r = subprocess.run([SYSCOST, str(SYSCOST_CALLS)], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"failed": f"syscost: {e!r}"}
+    try:
+        obj = json.loads(r.stdout.strip().splitlines()[-1])
+        if not all(isinstance(obj[k][f], (int, float)) for k in ("getppid", "recv_eagain")
+                   for f in ("user_ns", "sys_ns")):
+            raise ValueError("not numbers")
+    except (ValueError, IndexError, KeyError, TypeError):
+        return {"failed": f"syscost exit {r.returncode}: {(r.stdout + r.stderr)[-300:]!r}"}
+    obj["calls"] = SYSCOST_CALLS
+    return obj
+
 
 def setup_namespace():
     parent = os.environ.get("SLUICE_BENCH_PARENT_NETNS")
@@ -1210,7 +1239,7 @@ def main():
                           else os.path.join(HERE, "results", "latest.json"))
 
     for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"),
-                    (FLOOR, "make build/bench/floor"),
+                    (FLOOR, "make build/bench/floor"), (SYSCOST, "make build/bench/syscost"),
                     (SLUICE, "make build/sluice")):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing; build it first ({what}, or make bench)")
@@ -1264,6 +1293,17 @@ def main():
     T = results["targets"]
     failed = False
     problems = []
+
+    # the price of entering the kernel here, in the same run as the table
+    say("== one syscall's cost (bench/syscost.c)")
+    sc = syscall_cost()
+    results["machine"] = {"syscall_cost": sc}
+    if "failed" in sc:
+        failed = True
+        problems.append(f"syscost: {sc['failed']}")
+    else:
+        say(f"  getppid {sc['getppid']['user_ns']:.0f} ns user + {sc['getppid']['sys_ns']:.0f} ns system; "
+            f"recv (EAGAIN) {sc['recv_eagain']['user_ns']:.0f} + {sc['recv_eagain']['sys_ns']:.0f}")
 
     def on_term(sig, frame):
         raise KeyboardInterrupt(f"signal {sig}")
