@@ -12,7 +12,7 @@
 
 BENCH_CFLAGS   := -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
                   -Wstrict-prototypes -Wmissing-prototypes
-BENCH_BIN      := build/bench/loadgen build/bench/origin
+BENCH_BIN      := build/bench/loadgen build/bench/origin build/bench/floor build/bench/syscost
 # Debian packages the benchmark needs beyond DEB_PKGS (it also uses
 # dnsmasq-base and iproute2 from there).
 BENCH_DEB_PKGS := squid tinyproxy
@@ -22,6 +22,9 @@ BENCH_DEB_PKGS := squid tinyproxy
 build/bench/%: bench/%.c bench/addr.h
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CFLAGS) -o $@ $<
+
+# the relay floor runs one thread per core
+build/bench/floor: BENCH_CFLAGS += -pthread
 
 bench-bin: $(BENCH_BIN)
 

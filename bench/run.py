@@ -2,11 +2,12 @@
 """The sluice benchmark driver (issue 6). Run it through bench/run.sh, which
 puts it in a network namespace of its own; see bench/README.md.
 
-It starts the origin (bench/origin.c), a dnsmasq, and one proxy after another
-(squid, tinyproxy, sluice with a one-entry allowlist, sluice with the full
-policy), probes each (the origin must pass, a decoy port must be refused),
-drives each with the load generator (bench/loadgen.c) and a direct baseline,
-prints one table, and writes the raw results as JSON.
+It times one system call on this machine (bench/syscost.c), starts the
+origin (bench/origin.c), a dnsmasq, and one proxy after another (the relay
+floor bench/floor.c, squid, tinyproxy, sluice with a one-entry allowlist,
+sluice with the full policy), probes each (the origin must pass, a decoy port
+must be refused), drives each with the load generator (bench/loadgen.c) and a
+direct baseline, prints one table, and writes the raw results as JSON.
 
 Python standard library only. Installs nothing. Every process it starts is
 stopped by its PID; every measurement is bounded in time.
@@ -31,6 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LOADGEN = os.path.join(ROOT, "build", "bench", "loadgen")
 ORIGIN = os.path.join(ROOT, "build", "bench", "origin")
+FLOOR = os.path.join(ROOT, "build", "bench", "floor")
+SYSCOST = os.path.join(ROOT, "build", "bench", "syscost")
+SYSCOST_CALLS = 1000000
 SLUICE = os.environ.get("SLUICE_BIN", os.path.join(ROOT, "build", "sluice"))
 SQUID = shutil.which("squid") or "/usr/sbin/squid"
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
@@ -57,6 +61,7 @@ PROFILES = {
 }
 
 LOG_POLICY = {
+    "floor": "none (it writes no log)",
     "squid": "access_log stdio: one write(2) per line (buffered_logs off, the default), no fsync",
     "tinyproxy": "one write(2) and one fsync(2) per log line (LogLevel Info: about 7 lines per connection)",
     "sluice": "decision log: deny lines written before the refusal is sent; allow and close lines buffered, "
@@ -348,6 +353,25 @@ class Target:
 class Direct(Target):
     def __init__(self):
         super().__init__("direct")
+
+
+class Floor(Target):
+    """bench/floor.c: the relay floor, what relaying itself costs here."""
+
+    def __init__(self, port):
+        super().__init__("floor", port)
+        self.notes.append("bench/floor.c, a minimal epoll relay with the origin's address as its only allowlist "
+                          "entry; no DNS, no log, no per-request parsing (plain HTTP is relayed as a byte stream "
+                          "after the first request): what relaying itself costs on this machine")
+
+    def start(self, workdir):
+        # one thread per online CPU (its default), as sluice runs one worker per core
+        self.proc = Proc("floor", [FLOOR, "--listen", f"127.0.0.1:{self.port}",
+                                   "--allow", f"{ORIGIN_IP}:{ORIGIN_PORT}"], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def version(self):
+        return "bench/floor.c"
 
 
 class Squid(Target):
@@ -1019,7 +1043,7 @@ def render_footer(results, prof):
     logs = []
     for n in results["order"]:
         lg = T.get(n, {}).get("log")
-        if T.get(n, {}).get("reported") and lg:
+        if T.get(n, {}).get("reported") and lg and lg.get("path"):
             v = lg.get("verify")
             logs.append(f"{n} {lg.get('lines', 0):,}" + (
                 "" if not v else " (hash chain verified by `sluice audit --verify`)" if v.get("exit") == 0
@@ -1037,8 +1061,19 @@ def render_footer(results, prof):
     lines.append(
         f"Machine: {meta['cpus']} CPUs ({meta['cpu_model']}), kernel {meta['kernel']}; the load generator "
         f"(one thread), the origin (one thread) and the proxy share them. sluice runs "
-        f"{meta.get('sluice_workers', '?')} workers, squid one process, tinyproxy a thread per connection. "
+        f"{meta.get('sluice_workers', '?')} workers, floor {meta.get('sluice_workers', '?')} threads, squid one "
+        f"process, tinyproxy a thread per connection. "
         f"Load average at start {meta['loadavg_start']}, at end {meta.get('loadavg_end', '?')}.")
+    sc = results.get("machine", {}).get("syscall_cost") or {}
+    if sc.get("getppid") and sc.get("recv_eagain"):
+        g, r = sc["getppid"], sc["recv_eagain"]
+        lines.append(f"One syscall here costs about {g['user_ns'] / 1000:.2f} µs of user time and "
+                     f"{g['sys_ns'] / 1000:.2f} µs of system time (getppid in a loop; recv on an empty socket: "
+                     f"{r['user_ns'] / 1000:.2f} + {r['sys_ns'] / 1000:.2f}). Measured by `bench/syscost.c` "
+                     f"({sc.get('calls', SYSCOST_CALLS):,} calls of each, user and system time from getrusage) "
+                     "at the start of this run.")
+    else:
+        lines.append(f"The cost of one syscall was not measured: {sc.get('failed', 'syscost did not run')}.")
     if meta.get("other_load"):
         lines.append("Other processes busy on the machine at the start (not part of the bench): "
                      + meta["other_load"] + ".")
@@ -1051,6 +1086,23 @@ def render_footer(results, prof):
 # --------------------------------------------------------------------------
 # setup
 # --------------------------------------------------------------------------
+
+def syscall_cost():
+    """What one system call costs here (bench/syscost.c), in ns per call."""
+    try:
+        r = subprocess.run([SYSCOST, str(SYSCOST_CALLS)], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"failed": f"syscost: {e!r}"}
+    try:
+        obj = json.loads(r.stdout.strip().splitlines()[-1])
+        if not all(isinstance(obj[k][f], (int, float)) for k in ("getppid", "recv_eagain")
+                   for f in ("user_ns", "sys_ns")):
+            raise ValueError("not numbers")
+    except (ValueError, IndexError, KeyError, TypeError):
+        return {"failed": f"syscost exit {r.returncode}: {(r.stdout + r.stderr)[-300:]!r}"}
+    obj["calls"] = SYSCOST_CALLS
+    return obj
+
 
 def setup_namespace():
     parent = os.environ.get("SLUICE_BENCH_PARENT_NETNS")
@@ -1158,12 +1210,17 @@ def update_readme(table_md):
     return True
 
 
+# the table's columns, in order
+TARGET_NAMES = ["direct", "floor", "squid", "tinyproxy", "sluice", "sluice-full"]
+
+
 def main():
     global verbose
     ap = argparse.ArgumentParser(description="sluice benchmark (run through bench/run.sh)")
     ap.add_argument("--smoke", action="store_true", help="about a second per mode, small C and byte counts")
     ap.add_argument("--only", action="append", default=[],
-                    help="measure only these targets (direct, squid, tinyproxy, sluice, sluice-full); repeatable")
+                    choices=TARGET_NAMES, metavar="NAME",
+                    help="measure only these targets (" + ", ".join(TARGET_NAMES) + "); repeatable")
     ap.add_argument("--duration", type=float, help="seconds per throughput/latency run")
     ap.add_argument("--rounds", type=int, help="measure every mode this many times (full: 2, smoke: 1); "
                     "each cell reports the round least disturbed by other processes")
@@ -1181,7 +1238,9 @@ def main():
     out_json = a.json or (os.path.join(ROOT, "build", "bench", "smoke.json") if a.smoke
                           else os.path.join(HERE, "results", "latest.json"))
 
-    for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"), (SLUICE, "make build/sluice")):
+    for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"),
+                    (FLOOR, "make build/bench/floor"), (SYSCOST, "make build/bench/syscost"),
+                    (SLUICE, "make build/sluice")):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing; build it first ({what}, or make bench)")
 
@@ -1226,13 +1285,25 @@ def main():
         results["meta"]["other_load"] = other_load()
     results["meta"]["sluice_workers"] = os.cpu_count()
 
-    all_targets = [Direct(), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
+    all_targets = [Direct(), Floor(3132), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
                    Sluice("sluice-full", 3129, True)]
+    assert [t.name for t in all_targets] == TARGET_NAMES
     targets = [t for t in all_targets if not a.only or t.name in a.only]
     results["order"] = [t.name for t in targets]
     T = results["targets"]
     failed = False
     problems = []
+
+    # the price of entering the kernel here, in the same run as the table
+    say("== one syscall's cost (bench/syscost.c)")
+    sc = syscall_cost()
+    results["machine"] = {"syscall_cost": sc}
+    if "failed" in sc:
+        failed = True
+        problems.append(f"syscost: {sc['failed']}")
+    else:
+        say(f"  getppid {sc['getppid']['user_ns']:.0f} ns user + {sc['getppid']['sys_ns']:.0f} ns system; "
+            f"recv (EAGAIN) {sc['recv_eagain']['user_ns']:.0f} + {sc['recv_eagain']['sys_ns']:.0f}")
 
     def on_term(sig, frame):
         raise KeyboardInterrupt(f"signal {sig}")
