@@ -1,6 +1,7 @@
 """The decision log: one JSON object a line, SPEC's fields, exact byte
 counts, and no way for a hostile request to break a line."""
 
+import hashlib
 import json
 import re
 import signal
@@ -71,6 +72,15 @@ def test_log_lines_carry_seq_and_a_sha256_chain(sluice):
     for l in lines:
         assert re.match(r"^[0-9a-f]{64}$", str(l.get("chain"))), l
     assert len({l["chain"] for l in lines}) == len(lines)
+    # SPEC: chain = hex SHA-256 of the previous chain (the stream id for the
+    # first line) followed by the line as written without its chain field;
+    # recomputed here with hashlib, independently of sluice's own SHA-256
+    prev = lines[0]["stream"].encode()
+    for raw in s.log_path.read_bytes().split(b"\n")[:-1]:
+        m = re.fullmatch(rb'(.*),"chain":"([0-9a-f]{64})"\}', raw)
+        assert m, raw
+        assert hashlib.sha256(prev + m.group(1) + b"}").hexdigest() == m.group(2).decode(), raw
+        prev = m.group(2)
 
 
 def test_after_a_log_reopen_the_first_line_names_the_seq_and_chain_it_continues_from(sluice):
