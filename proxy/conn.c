@@ -122,6 +122,59 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* A new client's first bytes are read here rather than by the
+ * bufferevent, which asks the kernel how much is readable (an ioctl)
+ * before each read: a syscall per connection that one recv does without.
+ * Later reads (the rest of a head sent in pieces, bytes sent ahead, a
+ * keep-alive client's next requests) are the bufferevent's. */
+#define FIRST_READ 16384
+
+static void on_first_bytes(evutil_socket_t fd, short what, void *arg)
+{
+    conn *c = arg;
+    assert(c->magic == CONN_MAGIC);
+    /* The bufferevent's reading goes on before this event comes off, so
+     * the socket's epoll entry stays as it is. Then the event becomes the
+     * connection's plain timer. */
+    bufferevent_enable(c->cli, EV_READ);
+    event_del(c->timer);
+    event_assign(c->timer, c->w->base, -1, 0, on_timer, c);
+    if (!(what & EV_READ)) {
+        on_timer(-1, EV_TIMEOUT, c);   /* nothing within header_ms */
+        return;
+    }
+    /* A bufferevent's input is closed for adding at its end except while
+     * it reads itself; this read stands in for its own. */
+    struct evbuffer *in = bufferevent_get_input(c->cli);
+    struct evbuffer_iovec v;
+    evbuffer_unfreeze(in, 0);
+    ssize_t n = -1;
+    bool stored = false;
+    if (evbuffer_reserve_space(in, FIRST_READ, &v, 1) == 1) {
+        n = recv(fd, v.iov_base, v.iov_len, 0);
+        if (n > 0) {
+            v.iov_len = (size_t)n;
+            stored = evbuffer_commit_space(in, &v, 1) == 0;
+        }
+    } else {
+        errno = ENOMEM;
+    }
+    evbuffer_freeze(in, 0);
+    if (n > 0 && !stored) {
+        conn_close(c, "out_of_memory");
+        return;
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        conn_close(c, n == 0 ? "client_eof" : errno == ENOMEM ? "out_of_memory" : "client_error");
+        return;
+    }
+    double left = c->pol->header_ms - conn_ms_since(&c->x.t_start);
+    conn_timer(c, left >= 1 ? (int)left : 1);
+    if (n > 0)
+        conn_on_head(c);
+    /* else woken for nothing: the bufferevent reads what comes */
+}
+
 void conn_timer(conn *c, int ms)
 {
     c->timer_ms = ms;
@@ -316,33 +369,48 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
     /* TCP_NODELAY comes from the listening socket (Linux copies it to
      * accepted ones): no setsockopt per client. */
     c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    c->timer = evtimer_new(w->base, on_timer, c);
-    if (!c->cli || !c->timer) {
-        if (!c->cli)
-            close(fd);
+    if (!c->cli) {
+        close(fd);
         conn_close(c, "out_of_memory");
         return;
     }
-
     bufferevent_setcb(c->cli, on_read, on_write, on_event, c);
     bufferevent_set_max_single_read(c->cli, 64 * 1024);
     bufferevent_setwatermark(c->cli, EV_READ, 0, CONN_READ_AHEAD);
     /* Writing is enabled where a reply is queued: enabled now, with
      * nothing to write, it would cost an epoll change and a wake-up. */
-    bufferevent_enable(c->cli, EV_READ);
-    conn_timer(c, c->pol->header_ms);
 
     /* Over max_clients, or the log cannot be written: refuse with 503. A
      * gate that cannot record decisions makes none (it fails closed). */
     char why[256];
-    if (atomic_load(&g_shared.clients) > c->pol->max_clients) {
+    bool full = atomic_load(&g_shared.clients) > c->pol->max_clients;
+    if (full || sl_log_failing(why, sizeof why)) {
+        c->timer = evtimer_new(w->base, on_timer, c);
+        if (!c->timer) {
+            conn_close(c, "out_of_memory");
+            return;
+        }
+        bufferevent_enable(c->cli, EV_READ);
+        conn_timer(c, c->pol->header_ms);
         snprintf(c->x.method_text, sizeof c->x.method_text, "-");
-        conn_refuse(c, 503, "too_many_clients", "The gate already serves %d clients (max_clients).",
-                    c->pol->max_clients);
-    } else if (sl_log_failing(why, sizeof why)) {
-        snprintf(c->x.method_text, sizeof c->x.method_text, "-");
-        conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
+        if (full)
+            conn_refuse(c, 503, "too_many_clients", "The gate already serves %d clients (max_clients).",
+                        c->pol->max_clients);
+        else
+            conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
+        return;
     }
+
+    /* Until the first bytes come, the timer event also waits for them
+     * (on_first_bytes); the head's deadline runs from now. */
+    c->timer = event_new(w->base, fd, EV_READ | EV_PERSIST, on_first_bytes, c);
+    if (!c->timer) {
+        conn_close(c, "out_of_memory");
+        return;
+    }
+    c->timer_ms = c->pol->header_ms;
+    struct timeval tv = { c->timer_ms / 1000, (c->timer_ms % 1000) * 1000 };
+    event_add(c->timer, &tv);
 }
 
 void conn_close(conn *c, const char *end)

@@ -40,6 +40,44 @@ def test_client_that_stalls_mid_header_is_cut_at_header_ms_while_others_are_serv
     slow.close()
 
 
+def test_client_that_sends_nothing_gets_408_at_header_ms_while_others_are_served(sluice):
+    s = sluice(allow=STANDARD_ALLOW, config={"timeouts": {"header_ms": 1000}})
+    t0 = time.monotonic()
+    mute = Conn(s.port)
+    for i in range(3):
+        resp, conn = connect(s.port, "origin.test:9000")
+        assert resp.status == 200
+        assert echo_both_ways(conn.sock, b"served %d" % i) == b"served %d" % i
+        conn.close()
+    r, _, _ = select.select([mute.sock], [], [], 0)
+    assert not r, "a client that sent nothing was answered before header_ms"
+    closed, got = mute.drain_until_closed(5.0)
+    elapsed = time.monotonic() - t0
+    assert got.startswith(b"HTTP/1.1 408"), f"no 408 for a client that sent nothing: {got[:200]!r}"
+    assert closed
+    assert 0.9 <= elapsed <= 1.0 + 1.5, f"silent client answered after {elapsed:.2f}s, header_ms = 1000"
+    d = s.decision_for(mute.local_port)
+    assert (d["decision"], d["reason"]) == ("deny", "bad_request"), d
+    mute.close()
+
+
+def test_client_that_closes_before_sending_anything_leaves_no_line_and_others_are_served(sluice):
+    s = sluice(allow=STANDARD_ALLOW)
+    ports = []
+    for _ in range(20):
+        c = Conn(s.port)
+        ports.append(c.local_port)
+        c.close()
+    resp, conn = connect(s.port, "origin.test:9000")
+    assert resp.status == 200
+    assert echo_both_ways(conn.sock, b"after") == b"after"
+    s.decision_for(conn.local_port)
+    conn.close()
+    mine = [l for l in s.log_lines() if any(str(l.get("client", "")).endswith(f":{p}") for p in ports)]
+    assert mine == [], f"log lines for clients that asked nothing: {mine}"
+    assert s.alive()
+
+
 def test_client_that_trickles_its_header_is_cut_at_header_ms(sluice):
     s = sluice(allow=STANDARD_ALLOW, config={"timeouts": {"header_ms": 1000}})
     head = b"CONNECT origin.test:9000 HTTP/1.1\r\nHost: origin.test:9000\r\nX-Pad: " + b"a" * 100
