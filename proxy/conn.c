@@ -127,7 +127,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * before each read: a syscall per connection that one recv does without.
  * Later reads (the rest of a head sent in pieces, bytes sent ahead, a
  * keep-alive client's next requests) are the bufferevent's. */
-#define FIRST_READ 16384
+#define FIRST_READ 4096
 
 static void on_first_bytes(evutil_socket_t fd, short what, void *arg)
 {
@@ -143,30 +143,26 @@ static void on_first_bytes(evutil_socket_t fd, short what, void *arg)
         on_timer(-1, EV_TIMEOUT, c);   /* nothing within header_ms */
         return;
     }
-    /* A bufferevent's input is closed for adding at its end except while
-     * it reads itself; this read stands in for its own. */
-    struct evbuffer *in = bufferevent_get_input(c->cli);
-    struct evbuffer_iovec v;
-    evbuffer_unfreeze(in, 0);
-    ssize_t n = -1;
-    bool stored = false;
-    if (evbuffer_reserve_space(in, FIRST_READ, &v, 1) == 1) {
-        n = recv(fd, v.iov_base, v.iov_len, 0);
-        if (n > 0) {
-            v.iov_len = (size_t)n;
-            stored = evbuffer_commit_space(in, &v, 1) == 0;
-        }
-    } else {
-        errno = ENOMEM;
-    }
-    evbuffer_freeze(in, 0);
-    if (n > 0 && !stored) {
-        conn_close(c, "out_of_memory");
-        return;
-    }
+    /* Read into a per-thread buffer and copy: the input buffer then gets a
+     * block the size of what came, not of what might have (a client that
+     * stalls mid-head holds no more than it sent). */
+    static _Thread_local char first[FIRST_READ];
+    ssize_t n = recv(fd, first, sizeof first, 0);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        conn_close(c, n == 0 ? "client_eof" : errno == ENOMEM ? "out_of_memory" : "client_error");
+        conn_close(c, n == 0 ? "client_eof" : "client_error");
         return;
+    }
+    if (n > 0) {
+        /* A bufferevent's input is closed for adding at its end except
+         * while it reads itself; this read stands in for its own. */
+        struct evbuffer *in = bufferevent_get_input(c->cli);
+        evbuffer_unfreeze(in, 0);
+        int added = evbuffer_add(in, first, (size_t)n);
+        evbuffer_freeze(in, 0);
+        if (added != 0) {
+            conn_close(c, "out_of_memory");
+            return;
+        }
     }
     double left = c->pol->header_ms - conn_ms_since(&c->x.t_start);
     conn_timer(c, left >= 1 ? (int)left : 1);
