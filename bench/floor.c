@@ -251,6 +251,40 @@ static bool wait_out(struct worker *w, struct pair *p, int end)
     return false;
 }
 
+/* Write what direction i holds: held bytes, or what is in its pipe.
+ * 1: all written; 0: the destination is full (EPOLLOUT armed); -1: the
+ * pair was closed. */
+static int flush(struct worker *w, struct pair *p, int i)
+{
+    struct dir *d = &p->d[i];
+    int dst = p->fd[1 - i];
+    while (d->held_len > 0 || d->in_pipe > 0) {
+        ssize_t n = d->held_len > 0
+                        ? send(dst, d->held + d->held_off, d->held_len, MSG_NOSIGNAL)
+                        : splice(d->pipe[0], NULL, dst, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return wait_out(w, p, 1 - i) ? 0 : -1;
+        if (n <= 0) {
+            pair_close(w, p);
+            return -1;
+        }
+        d->moved += (uint64_t)n;
+        if (d->held_len > 0) {
+            d->held_off += (uint32_t)n;
+            d->held_len -= (uint32_t)n;
+            if (d->held_len == 0) {
+                free(d->held);
+                d->held = NULL;
+            }
+        } else {
+            d->in_pipe -= (uint32_t)n;
+        }
+    }
+    return 1;
+}
+
 /* Move what direction i can move now. Returns with the pair closed, or with
  * the direction waiting: for its destination to take held bytes (an EPOLLOUT
  * edge on it), or for its source to have more (an EPOLLIN edge). */
@@ -260,42 +294,9 @@ static void pump(struct worker *w, struct pair *p, int i)
     int src = p->fd[i], dst = p->fd[1 - i];
     if (d->shut)
         return;
-    while (d->held_len > 0) {
-        ssize_t n = send(dst, d->held + d->held_off, d->held_len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN) {
-            wait_out(w, p, 1 - i);
-            return;
-        }
-        if (n <= 0) {
-            pair_close(w, p);
-            return;
-        }
-        d->moved += (uint64_t)n;
-        d->held_off += (uint32_t)n;
-        d->held_len -= (uint32_t)n;
-        if (d->held_len == 0) {
-            free(d->held);
-            d->held = NULL;
-        }
-    }
     for (;;) {
-        while (d->in_pipe > 0) {
-            ssize_t n = splice(d->pipe[0], NULL, dst, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && errno == EAGAIN) {
-                wait_out(w, p, 1 - i);
-                return;
-            }
-            if (n <= 0) {
-                pair_close(w, p);
-                return;
-            }
-            d->moved += (uint64_t)n;
-            d->in_pipe -= (uint32_t)n;
-        }
+        if (flush(w, p, i) <= 0)
+            return;
         if (d->eof) {
             d->shut = true;
             /* both ended: close() sends the FINs, no shutdown needed */

@@ -206,7 +206,6 @@ static void format_client(char *out, size_t cap, const char *addr, bool v6, int 
     sl_fmt_uint(p, (unsigned)port);
 }
 
-
 static void new_id(conn *c)
 {
     /* xorshift64*: ids need to be unique in a month of logs, not secret. */

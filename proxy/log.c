@@ -102,7 +102,6 @@ static bool reserve(buffer *b, size_t n)
     return true;
 }
 
-/* Give every pending body its stream/continuation fields, seq and chain. */
 /* ',"seq":N}' by hand (printf was a third of the writer's own cost);
  * returns its length. */
 static size_t seq_field(char *dst, unsigned long long v)
@@ -114,6 +113,7 @@ static size_t seq_field(char *dst, unsigned long long v)
     return (size_t)(end - dst);
 }
 
+/* Give every pending body its stream/continuation fields, seq and chain. */
 static void chain_pending(void)
 {
     size_t off = 0;
