@@ -307,7 +307,7 @@ size_t sl_jsonarena_live(void)
         if (r == ts.r && ts.gen == gen)
             l += ts.n - BIAS;
         else if (l > BIAS / 2)
-            l = 1;             /* another thread's, still running: not counted */
+            l = 1;             /* another thread's, still running: counted as one */
         live += (size_t)l;
     }
     for (region *r = bigs; r; r = r->next)
@@ -320,7 +320,9 @@ void sl_jsonarena_end(void)
 {
     if (!installed)
         return;
+#ifdef ARENA_ASAN
     size_t live = sl_jsonarena_live();
+#endif
     if (ts.gen == gen)
         retire(&ts);
     json_set_alloc_funcs(old_malloc, old_free);
@@ -350,8 +352,6 @@ void sl_jsonarena_end(void)
         fprintf(stderr, "jsonarena: %zu jansson block%s never freed\n", live, live == 1 ? "" : "s");
         abort();
     }
-#else
-    (void)live;
 #endif
 }
 

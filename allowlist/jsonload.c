@@ -50,10 +50,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "growbuf.h"
 #include "jsonload.h"
 
 #define SERIAL_BELOW ((size_t)4 << 20)   /* below this, threads are not worth it */
@@ -93,19 +95,6 @@ static const unsigned char CLASS[256] = {
     ['"'] = C_QUOTE, ['{'] = C_OPEN, ['['] = C_OPEN, ['}'] = C_CLOSE, [']'] = C_CLOSE,
     [','] = C_COMMA, [':'] = C_COLON, [0] = C_NUL,
 };
-
-static bool grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return true;
-    size_t n = *cap ? *cap * 2 : 64;
-    void *q = realloc(*p, n * size);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
 
 /* Finds the big values (at least bigmin bytes) of the top-level object and
  * their separating commas. false: not a shape to split; parse serially. */
@@ -168,7 +157,7 @@ static bool scan_doc(const char *d, size_t len, size_t bigmin, scan *s)
                 if ((d[vopen] == '{') != (c == '}'))
                     return false;              /* mismatched: jansson will say so */
                 if (i - vopen + 1 >= bigmin) {
-                    if (!grow((void **)&s->bigs, &s->capbigs, s->nbigs + 1, sizeof *s->bigs))
+                    if (!sl_grow(&s->bigs, &s->capbigs, s->nbigs, sizeof *s->bigs, SIZE_MAX / sizeof(big)))
                         return false;
                     s->bigs[s->nbigs++] = (big){ .open = vopen, .close = i, .member = s->members - 1,
                                                  .comma0 = mark, .ncommas = s->ncommas - mark };
@@ -180,7 +169,7 @@ static bool scan_doc(const char *d, size_t len, size_t bigmin, scan *s)
             break;
         case C_COMMA:
             if (depth == 2) {
-                if (!grow((void **)&s->commas, &s->capcommas, s->ncommas + 1, sizeof *s->commas))
+                if (!sl_grow(&s->commas, &s->capcommas, s->ncommas, sizeof(size_t), SIZE_MAX / sizeof(size_t)))
                     return false;
                 s->commas[s->ncommas++] = i;
             }
@@ -200,7 +189,7 @@ static bool scan_doc(const char *d, size_t len, size_t bigmin, scan *s)
 typedef struct task {
     const char *p;
     size_t n;
-    char open, close;          /* wrap p[0..n) in these; 0: p is a whole value */
+    char open;                 /* wrap p[0..n) in this and its partner; 0: p is a whole value */
     json_t *value;             /* the parse, or NULL */
 } task;
 
@@ -236,7 +225,7 @@ static size_t feed_next(void *buf, size_t cap, void *arg)
         f->pos += k;
     }
     if (f->pos == t->n + 1 && n < cap) {
-        out[n++] = t->close;
+        out[n++] = t->open == '{' ? '}' : ']';
         f->pos++;
     }
     return n;                                  /* 0: the end */
@@ -296,7 +285,7 @@ static task *plan(const char *d, scan *s, unsigned nthreads, size_t *ntasks)
         big *g = &s->bigs[b];
         size_t size = g->close - g->open + 1;
         size_t k = slices(g, per);
-        char open = d[g->open], close = open == '{' ? '}' : ']';
+        char open = d[g->open];
         g->task0 = n;
         if (k < 2) {
             t[n++] = (task){ .p = d + g->open, .n = size };
@@ -310,10 +299,10 @@ static task *plan(const char *d, scan *s, unsigned nthreads, size_t *ntasks)
                 ci++;
             if (ci == cend)
                 break;
-            t[n++] = (task){ .p = d + start, .n = s->commas[ci] - start, .open = open, .close = close };
+            t[n++] = (task){ .p = d + start, .n = s->commas[ci] - start, .open = open };
             start = s->commas[ci++] + 1;
         }
-        t[n++] = (task){ .p = d + start, .n = g->close - start, .open = open, .close = close };
+        t[n++] = (task){ .p = d + start, .n = g->close - start, .open = open };
         g->ntasks = n - g->task0;
     }
     *ntasks = n;

@@ -42,7 +42,7 @@ sl_npmcfg *sl_npmcfg_new(const char *default_registry)
 {
     sl_npmcfg *c = sl_xrealloc(NULL, sizeof *c);
     memset(c, 0, sizeof *c);
-    c->default_registry = sl_xstrndup(default_registry, strlen(default_registry));
+    c->default_registry = sl_xstrdup(default_registry);
     c->repl = REPL_HOST;
     c->repl_host = sl_xstrndup("registry.npmjs.org", 18);
     return c;
@@ -75,7 +75,7 @@ static const char *keep_file(sl_npmcfg *c, const char *path)
         if (!strcmp(c->files[i], path))
             return c->files[i];
     c->files = sl_xrealloc(c->files, (c->nfiles + 1) * sizeof *c->files);
-    c->files[c->nfiles] = sl_xstrndup(path, strlen(path));
+    c->files[c->nfiles] = sl_xstrdup(path);
     return c->files[c->nfiles++];
 }
 

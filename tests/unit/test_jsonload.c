@@ -402,7 +402,7 @@ static void test_generated_documents(void **state)
 {
     (void)state;
     gen g = { .s = 0x9e3779b97f4a7c15ull };
-    size_t valid = 0, parallel = 0;
+    size_t parallel = 0;
     for (int i = 0; i < 300; i++) {
         bool dup = i % 10 == 9;
         gdocument(&g, dup);
@@ -410,13 +410,11 @@ static void test_generated_documents(void **state)
         bool p = check_ex(g.b.d, g.b.n, 0, THREADS[i % 3], &ok);
         if (!ok)
             fail_msg("generated document %d is not valid JSON: %s", i, g.b.d);
-        valid++;
         parallel += p;
         /* every valid one, unless its big key is repeated at the top */
         if (p == dup)
             fail_msg("document %d: parallel=%d with dup_top=%d: %s", i, p, dup, g.b.d);
     }
-    assert_int_equal(valid, 300);
     assert_int_equal(parallel, 270);
     free(g.b.d);
 }
