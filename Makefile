@@ -12,8 +12,16 @@ CC      ?= gcc
 PKGS    := libevent_core libevent_extra libcares inih libidn2 libpsl jansson yaml-0.1 zlib expat
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iallowlist -Iproxy \
-              $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# The folders are the architecture (proxy/README.md): allowlist/ is the policy
+# library and never sees proxy/'s headers (its objects are compiled with its
+# own folders only); proxy/conn/ is the hot path; proxy/proto/ holds pure
+# parsers, which include no library header (make check-layout).
+ALLOWLIST_DIRS := allowlist allowlist/lockfiles
+PROXY_DIRS := proxy proxy/conn proxy/proto proxy/log proxy/crypto proxy/audit proxy/daemon proxy/cmd
+ALLOWLIST_INC := $(ALLOWLIST_DIRS:%=-I%)
+PROXY_INC := $(ALLOWLIST_INC) $(PROXY_DIRS:%=-I%)
+BASE_CFLAGS := -std=c17 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+ALL_CFLAGS := $(BASE_CFLAGS) $(PROXY_INC)
 # Debian's mbedtls 2.28 ships no pkg-config file.
 LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -24,7 +32,7 @@ DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libini
             python3 python3-pytest python3-prometheus-client dnsmasq-base iproute2 util-linux curl openssl \
             podman runc clang libclang-rt-14-dev
 
-LIB_SRC  := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))
+LIB_SRC  := $(sort $(foreach d,$(ALLOWLIST_DIRS) $(filter-out proxy,$(PROXY_DIRS)),$(wildcard $(d)/*.c)))
 MAIN_SRC := proxy/main.c
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 
@@ -32,7 +40,7 @@ OBJ      := $(LIB_SRC:%.c=build/%.o)
 SAN_OBJ  := $(LIB_SRC:%.c=build/san/%.o)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=build/san/tests/%)
 
-.PHONY: all deps run test unit fuzz lockfiles e2e e2e-static clean san static image
+.PHONY: all deps run test unit fuzz lockfiles e2e e2e-static clean san static image check-layout
 .DELETE_ON_ERROR:
 
 all: build/sluice
@@ -44,6 +52,29 @@ build/%.o: %.c
 build/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN) -MMD -MP -c $< -o $@
+
+# allowlist/ is built without proxy/'s include folders: an include of a
+# proxy header there fails the build.
+build/allowlist/%.o: allowlist/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ALLOWLIST_INC) -MMD -MP -c $< -o $@
+
+build/san/allowlist/%.o: allowlist/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(ALLOWLIST_INC) $(SAN) -MMD -MP -c $< -o $@
+
+# Pure parsers: proxy/proto/ may include only the C library and its own
+# headers (no libevent, c-ares, mbedtls, jansson...), so they are tested and
+# fuzzed as functions on bytes. Checked on the preprocessor's own list of
+# every header each file pulls in.
+check-layout:
+	@set -e; for f in proxy/proto/*.c; do \
+	  deps=$$($(CC) $(BASE_CFLAGS) -Iproxy/proto -MM -MG $$f | tr ' \\' '\n\n' | grep '\.h$$' || true); \
+	  bad=$$(echo "$$deps" | grep -v '^proxy/proto/' | grep -v '^$$' || true); \
+	  if [ -n "$$bad" ]; then echo "check-layout: $$f includes headers outside proxy/proto/: $$bad" >&2; exit 1; fi; \
+	  sys=$$($(CC) $(BASE_CFLAGS) -Iproxy/proto -M $$f | tr ' \\' '\n\n' | grep '\.h$$' | grep -E 'event2|ares|mbedtls|jansson|yaml|expat|idn2|psl|ini\.h' || true); \
+	  if [ -n "$$sys" ]; then echo "check-layout: $$f includes library headers: $$sys" >&2; exit 1; fi; \
+	done; echo "check-layout: proxy/proto/ is pure; allowlist/ builds without proxy/"
 
 build/libsluice.a: $(OBJ)
 	@rm -f $@
@@ -116,6 +147,7 @@ run: deps
 # network and mount namespace of its own (unshare --net --mount); conftest.py
 # refuses to start outside one.
 test: deps
+	$(MAKE) check-layout
 	$(MAKE) san
 	$(MAKE) unit
 	$(MAKE) fuzz

@@ -30,7 +30,7 @@ else
 fi
 LOG=$WORK/decisions.log
 
-gcc -std=c17 -O2 -D_GNU_SOURCE -Iproxy -o "$WORK/gen_audit_log" bench/gen_audit_log.c proxy/crypto.c proxy/sha256ni.c -lmbedcrypto
+gcc -std=c17 -O2 -D_GNU_SOURCE -Iproxy/crypto -o "$WORK/gen_audit_log" bench/gen_audit_log.c proxy/crypto/crypto.c proxy/crypto/sha256ni.c -lmbedcrypto
 echo "generating a ${SIZE_MB} MiB chained log in $LOG ..."
 "$WORK/gen_audit_log" "$LOG" "$SIZE_MB"
 BYTES=$(stat -c %s "$LOG")

@@ -8,16 +8,20 @@
 # each tests/fuzz/fuzz_<name>.c links against it.
 
 FUZZ_CC ?= clang
+# The source folders, as in the Makefile (proxy/main.c is not in the library).
+FUZZ_DIRS := allowlist allowlist/lockfiles proxy/conn proxy/proto proxy/log proxy/crypto proxy/audit \
+             proxy/daemon proxy/cmd
+FUZZ_INC := $(FUZZ_DIRS:%=-I%) -Iproxy
 O       := build/fuzz
 PKGS    := libevent_core libevent_extra libevent_pthreads libcares inih libidn2 libpsl jansson \
            yaml-0.1 zlib expat
 CFLAGS_FUZZ := -std=c17 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Wall -Wextra \
-               -Iallowlist -Iproxy -Itests/fuzz $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+               $(FUZZ_INC) -Itests/fuzz $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 SAN_FUZZ := -fsanitize=address,undefined -fno-sanitize-recover=all
 LIBS_FUZZ := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmbedtls -lmbedx509 -lmbedcrypto \
              -lpthread -lm
 
-LIB_SRC := $(sort $(wildcard allowlist/*.c) $(filter-out proxy/main.c,$(wildcard proxy/*.c)))
+LIB_SRC := $(sort $(foreach d,$(FUZZ_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(O)/obj/%.o)
 TARGETS := $(sort $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
 BINS    := $(TARGETS:%=$(O)/%)
@@ -44,8 +48,8 @@ $(O)/fuzz_lockfile: EXTRA_LD := -Wl,--wrap=sl_project_file
 $(O)/obj-config/%.o: $(O)/obj/%.o
 	@mkdir -p $(dir $@)
 	objcopy --redefine-sym fopen=sl_fuzz_fopen $< $@
-$(O)/fuzz_config: EXTRA_OBJ := $(O)/obj-config/proxy/config.o $(O)/obj-config/allowlist/allowlist.o
-$(O)/fuzz_config: $(O)/obj-config/proxy/config.o $(O)/obj-config/allowlist/allowlist.o
+$(O)/fuzz_config: EXTRA_OBJ := $(O)/obj-config/proxy/daemon/config.o $(O)/obj-config/allowlist/allowlist.o
+$(O)/fuzz_config: $(O)/obj-config/proxy/daemon/config.o $(O)/obj-config/allowlist/allowlist.o
 
 $(O)/%: tests/fuzz/%.c $(O)/libsluice-fuzz.a
 	@mkdir -p $(dir $@)

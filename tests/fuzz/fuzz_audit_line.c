@@ -1,6 +1,6 @@
-/* Decision log lines as `sluice audit` reads them (proxy/audit_input.c,
+/* Decision log lines as `sluice audit` reads them (proxy/audit/audit_input.c,
  * sl_aline_scan / sl_astr_decode / sl_astr_eq) and the reports built from
- * them (proxy/audit_report.c: summary, denied, suggest; text and JSON).
+ * them (proxy/audit/audit_report.c: summary, denied, suggest; text and JSON).
  *
  * Input: log lines separated by '\n'.
  *

@@ -1,4 +1,4 @@
-/* The decision log's hash-chain verifier (proxy/audit_verify.c,
+/* The decision log's hash-chain verifier (proxy/audit/audit_verify.c,
  * sl_verify_line), as `sluice audit --verify` feeds it.
  *
  * Input: [mode] LINES ('\n'-separated; a last line without '\n' is

@@ -1,4 +1,4 @@
-/* The chunked body decoder (proxy/http_parse.c, sl_chunked_feed), fed in
+/* The chunked body decoder (proxy/proto/http_parse.c, sl_chunked_feed), fed in
  * random splits as bytes arrive from a socket.
  *
  * Input: [k] [k split sizes] BODY, k = first byte & 7; split size s means

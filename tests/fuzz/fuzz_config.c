@@ -1,4 +1,4 @@
-/* The daemon's config loader (proxy/config.c, sl_policy_load): the INI file
+/* The daemon's config loader (proxy/daemon/config.c, sl_policy_load): the INI file
  * through inih and sluice's own line reader, every key's value parser, and
  * the allowlist files it names (allowlist/allowlist.c,
  * sl_allowlist_load_file), then sl_policy_print.

@@ -1,6 +1,6 @@
-/* Absolute-form request targets (proxy/http_parse.c,
+/* Absolute-form request targets (proxy/proto/http_parse.c,
  * sl_http_parse_absolute), then the authority through sl_authority_parse,
- * as proxy/request.c does.
+ * as proxy/conn/request.c does.
  *
  * Properties: the authority and path are inside the target (the path may be
  * the static "/"); the authority is not empty and holds no '@', '/', '?';

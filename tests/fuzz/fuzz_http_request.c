@@ -1,5 +1,5 @@
-/* Request heads (proxy/http_parse.c, sl_http_parse_request), then what the
- * daemon does with an accepted head (proxy/request.c): the CONNECT target
+/* Request heads (proxy/proto/http_parse.c, sl_http_parse_request), then what the
+ * daemon does with an accepted head (proxy/conn/request.c): the CONNECT target
  * through sl_authority_parse, an absolute-form target through
  * sl_http_parse_absolute and sl_authority_parse, and the Host header.
  *

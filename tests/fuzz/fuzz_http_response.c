@@ -1,5 +1,5 @@
-/* Response heads from an origin (proxy/http_parse.c,
- * sl_http_parse_response), as proxy/forward.c reads them.
+/* Response heads from an origin (proxy/proto/http_parse.c,
+ * sl_http_parse_response), as proxy/conn/forward.c reads them.
  *
  * Properties (fuzz_http.h): as for requests, with the response framing
  * rules: with Transfer-Encoding the Content-Length is dropped (hop-by-hop)

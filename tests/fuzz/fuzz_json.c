@@ -1,4 +1,4 @@
-/* JSON log lines (proxy/json.c): sl_json_escape and the line builder, on
+/* JSON log lines (proxy/log/json.c): sl_json_escape and the line builder, on
  * hostile strings (quotes, backslashes, control bytes, invalid UTF-8), with
  * buffers from tiny to ample. Output checked with jansson.
  *

@@ -1,4 +1,4 @@
-/* allowlist/jsonload.c: sl_json_load against json_loadb, differentially.
+/* allowlist/lockfiles/jsonload.c: sl_json_load against json_loadb, differentially.
  *
  * Input: a document. It is parsed by json_loadb(data, size, 0) and by
  * sl_json_load_ex with no threshold on 3 threads, so that any document whose

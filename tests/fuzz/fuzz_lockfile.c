@@ -1,4 +1,4 @@
-/* Every lockfile reader (allowlist/lock_*.c) through its sl_lockreader, with
+/* Every lockfile reader (allowlist/lockfiles/lock_*.c) through its sl_lockreader, with
  * the project's config files fuzzed too.
  *
  * Input (fuzz_util.h): NAME "\0" DATA ( "\0\0" NAME "\0" DATA )*. The first

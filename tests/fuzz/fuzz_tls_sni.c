@@ -1,5 +1,5 @@
-/* The ClientHello parser (proxy/tls_sni.c, sl_tls_sni), as
- * proxy/tunnel.c calls it on the first bytes of a tunnel to port 443.
+/* The ClientHello parser (proxy/proto/tls_sni.c, sl_tls_sni), as
+ * proxy/conn/tunnel.c calls it on the first bytes of a tunnel to port 443.
  *
  * Properties: a found name is NUL-terminated at its length, 1..255 bytes of
  * letters, digits, '.', '-', '_'; it is never truncated (a buffer too small

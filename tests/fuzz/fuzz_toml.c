@@ -1,4 +1,4 @@
-/* The strict TOML reader (allowlist/toml.c): sl_toml_parse on the raw input
+/* The strict TOML reader (allowlist/lockfiles/toml.c): sl_toml_parse on the raw input
  * (not NUL-terminated, so over-reads show), then a walk of the whole tree
  * through every accessor.
  *

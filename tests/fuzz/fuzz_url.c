@@ -1,4 +1,4 @@
-/* URLs as lockfiles write them (allowlist/url.c), and the functions that
+/* URLs as lockfiles write them (allowlist/lockfiles/url.c), and the functions that
  * turn a URL into derived entries: sl_derived_add_url (derive.c),
  * sl_npm_add_url (npmrc.c), sl_pyindex_add / sl_pyurl_add / sl_pyvcs_add
  * (pyindex.c).

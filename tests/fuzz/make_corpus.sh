@@ -56,7 +56,7 @@ for t in sorted(os.listdir(seeds)):
 
 # Files of a fixture case that are the test's, not the project's.
 META = {"expected.txt", "expected.exit", "expected.err", "expected.out", "existing.out", "args"}
-# The lockfile names some reader recognises (allowlist/lock_*.c); another
+# The lockfile names some reader recognises (allowlist/lockfiles/lock_*.c); another
 # main file would be dropped by fuzz_lockfile itself anyway.
 LOCK_PATTERNS = [
     "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "pip.conf",

@@ -1,4 +1,4 @@
-/* Unit tests for proxy/http_parse.c: strict HTTP/1.x heads, absolute-form
+/* Unit tests for proxy/proto/http_parse.c: strict HTTP/1.x heads, absolute-form
  * targets and chunked framing. Table-driven: each row is one behaviour. */
 #include <stdarg.h>
 #include <stddef.h>

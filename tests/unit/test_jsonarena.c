@@ -1,4 +1,4 @@
-/* The jansson arena (allowlist/jsonarena.c): alignment, blocks that do not
+/* The jansson arena (allowlist/lockfiles/jsonarena.c): alignment, blocks that do not
  * overlap, many threads allocating and freeing at once, blocks larger than
  * a region, regions reused once all their blocks are freed (memory stays
  * bounded over many documents), and jansson itself (sl_json_load on

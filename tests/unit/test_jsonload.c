@@ -1,4 +1,4 @@
-/* sl_json_load (allowlist/jsonload.c) against json_loadb.
+/* sl_json_load (allowlist/lockfiles/jsonload.c) against json_loadb.
  *
  * Every document is parsed by both, with a tiny threshold so that small
  * documents take the parallel path, on 2, 3 and 7 threads. They must agree

@@ -1,4 +1,4 @@
-/* SHA-256 on the x86 SHA extensions (proxy/sha256ni.c) against FIPS 180-4's
+/* SHA-256 on the x86 SHA extensions (proxy/crypto/sha256ni.c) against FIPS 180-4's
  * examples and against mbedtls, and the log chain (sl_chain_next) against
  * a chain computed with mbedtls alone. Skipped where the CPU lacks the
  * extensions (sl_chain_next then uses mbedtls itself). */

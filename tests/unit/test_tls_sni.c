@@ -1,4 +1,4 @@
-/* Unit tests for the ClientHello server-name parser (proxy/tls_sni.c).
+/* Unit tests for the ClientHello server-name parser (proxy/proto/tls_sni.c).
  *
  * Hellos are built from a table of cases by a small builder, so each case can
  * bend exactly one length or field. Every case is also run through generic

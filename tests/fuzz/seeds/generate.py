@@ -310,7 +310,7 @@ write("fuzz_config", "errors", files(
      "[admin]\nlisten = 127.0.0.1:3128\n" + "k" * 300 + " = 1\n"),
     ("/abs/list", "*.com\nok.example\n"),
 ))
-# ---- JSON documents for the parallel loader (allowlist/jsonload.c) ------------
+# ---- JSON documents for the parallel loader (allowlist/lockfiles/jsonload.c) ------------
 # Lockfile-shaped: a top-level object whose big members are split across
 # threads. Strings full of brackets, commas and escapes, duplicate keys
 # (inside the big object and of the big key at the top level), arrays,
@@ -341,14 +341,14 @@ for k, v in JL.items():
 # (inet_pton stops at the NUL), and so sl_host_parse accepted "[::1\0x]".
 write("fuzz_addr", "regress-addr-nul", b"::1\0x")
 write("fuzz_host", "regress-addr-nul", b"[::1\0x]")
-# proxy/audit_input.c: sl_astr_decode skipped a character that did not fit
+# proxy/audit/audit_input.c: sl_astr_decode skipped a character that did not fit
 # the buffer and went on with the next ones ("h\u0937xyz" into 4 bytes: "hxy").
 write("fuzz_audit_line", "regress-astr-cut", '{"host":"h\\u0937xyz"}\n')
-# proxy/audit_report.c: a ts with a huge fraction made the summary's span
+# proxy/audit/audit_report.c: a ts with a huge fraction made the summary's span
 # NaN/inf, cast to unsigned long long (undefined behaviour).
 write("fuzz_audit_line", "regress-ts-inf", '{"ts":"5-1-0T0:0:0.1e802"}\n')
 
-# allowlist/derive.c vs allowlist/allowlist.c: a host needed by many files
+# allowlist/lockfiles/derive.c vs allowlist/allowlist.c: a host needed by many files
 # printed one provenance comment longer than the 1024 bytes the daemon reads
 # in an allowlist line (a monorepo's allow-from-lockfile -o output).
 inc = ["requirements/%s-%02d.txt" % ("x" * 200, i) for i in range(6)]

@@ -55,7 +55,7 @@ typedef struct sl_lockreader {
     bool per_project;
 } sl_lockreader;
 
-/* Every reader, NULL-terminated (allowlist/lockfiles.c). */
+/* Every reader, NULL-terminated (allowlist/lockfiles/lockfiles.c). */
 extern const sl_lockreader *const sl_lockreaders[];
 
 /* The driver: walk PATHs (files or directories), pick readers, apply R8

@@ -1,6 +1,6 @@
 /* `sluice allow-from-lockfile [-o FILE] [--format text|json] PATH...`: the
  * options, the output, and the atomic -o write. The work is in
- * allowlist/lockfiles.c (the driver) and allowlist/derive.c (the set). */
+ * allowlist/lockfiles/lockfiles.c (the driver) and allowlist/lockfiles/derive.c (the set). */
 #include "cmd_lockfile.h"
 
 #include <errno.h>

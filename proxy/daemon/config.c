@@ -821,3 +821,9 @@ void sl_policy_print(const sl_policy *p, FILE *out)
     fprintf(out, "log:\n  path           %s\n", strcmp(p->log_path, "-") ? p->log_path : "- (standard output)");
     fprintf(out, "admin:\n  listen         %s\n", p->admin_listen ? p->admin_listen : "(off)");
 }
+
+void sl_report_stderr(void *ctx, const char *msg)
+{
+    const char *prefix = ctx;
+    fprintf(stderr, "%s%s\n", prefix ? prefix : "", msg);
+}

@@ -90,6 +90,10 @@ typedef struct sl_policy {
  * "--flag: message"); returns NULL if there was any. */
 sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn report, void *ctx);
 
+/* A reporter that prints each message on standard error after the prefix
+ * given as ctx (a string, or NULL). */
+void sl_report_stderr(void *ctx, const char *msg);
+
 sl_policy *sl_policy_ref(sl_policy *p);
 void sl_policy_unref(sl_policy *p);
 
