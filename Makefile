@@ -108,7 +108,7 @@ san: build/san/sluice $(UNIT_BIN)
 # address) is given a numeric address and port, which glibc answers without
 # NSS. No NSS module is ever loaded (the image has none). Any other such
 # function showing up in the link fails the build, to be checked first.
-STATIC_LIBS   := -levent_core -levent_extra -lcares -linih -lpsl -lidn2 -lunistring \
+STATIC_LIBS   := -levent_extra -levent_core -lcares -linih -lpsl -lidn2 -lunistring \
                  -ljansson -lyaml -lz -lexpat -lmbedtls -lmbedx509 -lmbedcrypto -lpthread -lm
 STATIC_NSS_OK := getaddrinfo|getprotobynumber|getservbyname|getservbyport_r
 IMAGE         ?= localhost/sluice-gate:latest

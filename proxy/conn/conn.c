@@ -1,21 +1,20 @@
-/* Connection lifecycle: accept, state changes, the timer, the decision log
- * lines, refusals, and the one close path. */
+/* Connection lifecycle: accept, state changes, the free rule, dispatching
+ * stream events, the timer, the decision log lines, refusals and the one
+ * close path. */
 #include "conn.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "connect.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -26,17 +25,14 @@
 _Static_assert(CONN_READ_AHEAD > SL_HTTP_MAX_HEAD && CONN_READ_AHEAD >= 2 * SL_SNI_MAX_BYTES,
                "a client's read-ahead must hold a whole head or ClientHello");
 
-static void on_read(struct bufferevent *bev, void *arg);
-static void on_write(struct bufferevent *bev, void *arg);
-static void on_event(struct bufferevent *bev, short what, void *arg);
-
 static const char *const state_names[] = {
     [CS_HEAD] = "head", [CS_RESOLVING] = "resolving", [CS_CONNECTING] = "connecting",
     [CS_SNI] = "sni", [CS_TUNNEL] = "tunnel", [CS_FORWARD] = "forward",
-    [CS_REFUSING] = "refusing",
+    [CS_CLOSING] = "closing", [CS_CLOSED] = "closed",
 };
 
-/* Legal transitions; anything else is a bug caught in debug builds. */
+/* Legal transitions; anything else is a bug, and the gate stops rather
+ * than run a connection in a state nobody reasoned about. */
 static bool legal(conn_state from, conn_state to)
 {
     switch (to) {
@@ -46,7 +42,8 @@ static bool legal(conn_state from, conn_state to)
     case CS_SNI:        return from == CS_CONNECTING;
     case CS_TUNNEL:     return from == CS_CONNECTING || from == CS_SNI;
     case CS_FORWARD:    return from == CS_CONNECTING || from == CS_RESOLVING || from == CS_HEAD;
-    case CS_REFUSING:   return from != CS_TUNNEL && from != CS_REFUSING;
+    case CS_CLOSING:    return from != CS_TUNNEL && from != CS_CLOSING && from != CS_CLOSED;
+    case CS_CLOSED:     return from != CS_CLOSED;
     }
     return false;
 }
@@ -74,18 +71,72 @@ void conn_touch(conn *c)
     clock_gettime(CLOCK_MONOTONIC_COARSE, &c->last_active);
 }
 
-/* ---- the timer ---- */
+/* ---- the free rule ---- */
 
-static void on_timer(evutil_socket_t fd, short what, void *arg)
+static void conn_free(conn *c);
+
+void conn_enter(conn *c)
 {
-    (void)fd;
-    (void)what;
-    conn *c = arg;
     assert(c->magic == CONN_MAGIC);
+    c->depth++;
+}
+
+/* What each side should be read for, derived from the state every time a
+ * callback leaves, rather than switched on and off along the way. */
+static void refresh_interest(conn *c)
+{
+    bool cli = false, up = false;
     switch (c->state) {
     case CS_HEAD:
-        if (evbuffer_get_length(bufferevent_get_input(c->cli)) == 0 && c->nexchanges > 0) {
-            conn_close(c, "idle_timeout");
+    case CS_RESOLVING:
+    case CS_CONNECTING:
+        /* What the client sends meanwhile (bytes ahead of a tunnel, a
+         * body, the next request) waits in its buffer, under in_max. */
+        cli = true;
+        up = c->fx == FX_IDLE;   /* an idle origin is watched: one byte and it goes */
+        break;
+    case CS_SNI:
+        cli = true;
+        break;
+    case CS_FORWARD:
+        exchange_interest(c, &cli, &up);
+        break;
+    case CS_CLOSING:
+        cli = c->x.lingering;    /* discarding what still comes, once the reply is out */
+        break;
+    case CS_TUNNEL:
+    case CS_CLOSED:
+        return;
+    }
+    if (c->cli) {
+        c->cli->want_read = cli;
+        sl_stream_update(c->cli);
+    }
+    if (c->up) {
+        c->up->want_read = up;
+        sl_stream_update(c->up);
+    }
+}
+
+void conn_leave(conn *c)
+{
+    assert(c->magic == CONN_MAGIC && c->depth > 0);
+    if (--c->depth > 0)
+        return;
+    if (c->state == CS_CLOSED)
+        conn_free(c);   /* the one place a connection is freed */
+    else
+        refresh_interest(c);
+}
+
+/* ---- the timer ---- */
+
+static void on_timeout(conn *c)
+{
+    switch (c->state) {
+    case CS_HEAD:
+        if (evbuffer_get_length(c->cli->in) == 0 && c->nexchanges > 0) {
+            conn_close(c, "idle_timeout");   /* a keep-alive client that sent nothing more */
             return;
         }
         conn_refuse(c, 408, "bad_request", "The request head did not arrive within %d ms.",
@@ -93,13 +144,18 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     case CS_RESOLVING:
         return;   /* the DNS waiter has its own deadline */
-    case CS_CONNECTING:
-        conn_refuse(c, 504, "connect_timeout", "Connecting to %s port %d took longer than %d ms.",
-                    c->x.host.name, c->x.port, c->pol->connect_ms);
+    case CS_CONNECTING: {
+        char a[SL_ADDR_STRLEN];
+        if (c->x.connector)
+            c->x.addr = *sl_connect_last(c->x.connector);
+        conn_cancel_connect(c);
+        conn_refuse(c, 504, "connect_timeout", "Connecting to %s (last tried %s) port %d took longer than %d ms.",
+                    c->x.host.name, sl_addr_format(&c->x.addr, a, sizeof a), c->x.port, c->pol->connect_ms);
         return;
+    }
     case CS_SNI:
         conn_log_decision(c, false, "sni_mismatch", "no TLS ClientHello within header_ms");
-        conn_linger_close(c);
+        conn_finish(c, "refused");
         return;
     case CS_TUNNEL:
     case CS_FORWARD: {
@@ -108,78 +164,63 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         long idle = (now.tv_sec - c->last_active.tv_sec) * 1000 +
                     (now.tv_nsec - c->last_active.tv_nsec) / 1000000;
         if (idle >= c->pol->idle_ms) {
-            conn_close(c, "idle_timeout");
+            if (c->state == CS_FORWARD)
+                exchange_on_timeout(c);
+            else
+                conn_close(c, "idle_timeout");
             return;
         }
         /* Activity only stamps a time; the timer catches up lazily. */
-        struct timeval tv = { (c->pol->idle_ms - idle) / 1000, ((c->pol->idle_ms - idle) % 1000) * 1000 };
-        evtimer_add(c->timer, &tv);
+        conn_timer(c, c->pol->idle_ms - (int)idle);
         return;
     }
-    case CS_REFUSING:
-        conn_close(c, "refused");
+    case CS_CLOSING:
+        conn_close(c, c->x.finishing ? c->x.finishing : "refused");
+        return;
+    case CS_CLOSED:
         return;
     }
 }
 
-/* A new client's first bytes are read here rather than by the
- * bufferevent, which asks the kernel how much is readable (an ioctl)
- * before each read: a syscall per connection that one recv does without.
- * Later reads (the rest of a head sent in pieces, bytes sent ahead, a
- * keep-alive client's next requests) are the bufferevent's. */
-#define FIRST_READ 4096
-
-static void on_first_bytes(evutil_socket_t fd, short what, void *arg)
+static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
+    (void)fd;
+    (void)what;
     conn *c = arg;
-    assert(c->magic == CONN_MAGIC);
-    /* The bufferevent's reading goes on before this event comes off, so
-     * the socket's epoll entry stays as it is. Then the event becomes the
-     * connection's plain timer. */
-    bufferevent_enable(c->cli, EV_READ);
-    event_del(c->timer);
-    event_assign(c->timer, c->w->base, -1, 0, on_timer, c);
-    if (!(what & EV_READ)) {
-        on_timer(-1, EV_TIMEOUT, c);   /* nothing within header_ms */
-        return;
+    conn_enter(c);
+    if (c->kicked) {
+        /* A waiting request's turn (conn_kick); the timer then goes back
+         * to the deadline it was given meanwhile. */
+        c->kicked = false;
+        conn_timer(c, c->timer_ms);
+        if (c->state == CS_HEAD)
+            conn_on_head(c);
+    } else {
+        on_timeout(c);
     }
-    /* Read into a per-thread buffer and copy: the input buffer then gets a
-     * block the size of what came, not of what might have (a client that
-     * stalls mid-head holds no more than it sent). */
-    static _Thread_local char first[FIRST_READ];
-    ssize_t n = recv(fd, first, sizeof first, 0);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        conn_close(c, n == 0 ? "client_eof" : "client_error");
-        return;
-    }
-    if (n > 0) {
-        /* A bufferevent's input is closed for adding at its end except
-         * while it reads itself; this read stands in for its own. */
-        struct evbuffer *in = bufferevent_get_input(c->cli);
-        evbuffer_unfreeze(in, 0);
-        int added = evbuffer_add(in, first, (size_t)n);
-        evbuffer_freeze(in, 0);
-        if (added != 0) {
-            conn_close(c, "out_of_memory");
-            return;
-        }
-    }
-    double left = c->pol->header_ms - conn_ms_since(&c->x.t_start);
-    conn_timer(c, left >= 1 ? (int)left : 1);
-    if (n > 0)
-        conn_on_head(c);
-    /* else woken for nothing: the bufferevent reads what comes */
+    conn_leave(c);
 }
 
 void conn_timer(conn *c, int ms)
 {
     c->timer_ms = ms;
+    if (c->kicked)
+        return;   /* the kick re-arms it with this */
     if (ms <= 0) {
         evtimer_del(c->timer);
         return;
     }
     struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
     evtimer_add(c->timer, &tv);
+}
+
+void conn_kick(conn *c)
+{
+    if (c->kicked)
+        return;
+    c->kicked = true;
+    static const struct timeval now = { 0, 0 };
+    evtimer_add(c->timer, &now);
 }
 
 /* ---- ids and log lines ---- */
@@ -257,6 +298,8 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
         sl_json_cstr(&j, "addr", sl_addr_format(&c->x.addr, a, sizeof a));
     if (c->x.dns_done)
         sl_json_ms(&j, "dns_ms", c->x.dns_ms);
+    if (c->x.connect_done && allow)
+        sl_json_ms(&j, "connect_ms", c->x.connect_ms);
     if (c->x.sni)
         sl_json_cstr(&j, "sni", c->x.sni);
     if (detail && *detail)
@@ -272,6 +315,8 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
 
 void conn_log_close(conn *c, const char *end)
 {
+    if (!c->x.allowed)
+        return;   /* one close line per allowed exchange */
     char buf[1024], ts[40];
     sl_json j;
     sl_json_begin(&j, buf, sizeof buf);
@@ -282,10 +327,10 @@ void conn_log_close(conn *c, const char *end)
     sl_json_cstr(&j, "end", end);
     sl_metrics_bytes(c->x.bytes_up, c->x.bytes_down);
     sl_log_line(buf, sl_json_open_len(&j), false);
-    c->x.allowed = false;   /* one close line per allowed exchange */
+    c->x.allowed = false;
 }
 
-/* ---- refusals ---- */
+/* ---- closing: the reply first, then a linger, then the close ---- */
 
 /* Send what is queued, then shut the write side and read (and discard)
  * until the client closes or a short deadline: closing with unread input
@@ -293,34 +338,55 @@ void conn_log_close(conn *c, const char *end)
  * client reads it. */
 #define LINGER_MS 2000
 
-static void linger_after_flush(conn *c)
+static void linger_if_flushed(conn *c)
 {
-    if (c->cli_shut || evbuffer_get_length(bufferevent_get_output(c->cli)) > 0)
+    if (c->x.lingering || evbuffer_get_length(c->cli->out) > 0)
         return;
-    c->cli_shut = true;
-    shutdown(bufferevent_getfd(c->cli), SHUT_WR);
-    evbuffer_drain(bufferevent_get_input(c->cli), evbuffer_get_length(bufferevent_get_input(c->cli)));
-    bufferevent_enable(c->cli, EV_READ);
+    c->x.lingering = true;
+    sl_stream_shutdown(c->cli);
+    evbuffer_drain(c->cli->in, evbuffer_get_length(c->cli->in));
+    if (c->cli->eof) {   /* the client has already closed its side: nothing to wait for */
+        conn_close(c, c->x.finishing);
+        return;
+    }
     conn_timer(c, LINGER_MS);
 }
 
-void conn_linger_close(conn *c)
+void conn_finish(conn *c, const char *end)
 {
+    if (!conn_live(c) || c->state == CS_CLOSING)
+        return;
+    conn_log_close(c, end);
     if (c->x.dns) {
         sl_dns_cancel(c->x.dns);
         c->x.dns = NULL;
     }
-    conn_close_upstream(c);
-    conn_set_state(c, CS_REFUSING);
-    bufferevent_disable(c->cli, EV_READ);
-    bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
-    bufferevent_enable(c->cli, EV_WRITE);
-    conn_timer(c, c->pol->header_ms);
-    linger_after_flush(c);
+    conn_cancel_connect(c);
+    exchange_drop_origin(c);
+    conn_set_state(c, CS_CLOSING);
+    c->x.finishing = end;
+    conn_timer(c, c->pol->header_ms);   /* a client that does not read its reply */
+    sl_stream_flush(c->cli);
+    linger_if_flushed(c);
+}
+
+bool conn_allow(conn *c)
+{
+    char why[256];
+    /* The log may have failed since the request was first checked (DNS and
+     * connecting take time): a gate that cannot record makes no allow. */
+    if (sl_log_failing(why, sizeof why)) {
+        conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
+        return false;
+    }
+    conn_log_decision(c, true, "allowlisted", NULL);
+    return true;
 }
 
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
 {
+    if (!conn_live(c) || c->state == CS_CLOSING)
+        return;
     char detail[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -328,8 +394,28 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     va_end(ap);
 
     conn_log_decision(c, false, reason, detail);
-    sl_reply_refusal(bufferevent_get_output(c->cli), status, reason, detail);
-    conn_linger_close(c);
+    sl_reply_refusal(c->cli->out, status, reason, detail);
+    conn_finish(c, "refused");
+}
+
+static void closing_on_client(conn *c, sl_stream_event ev)
+{
+    switch (ev) {
+    case SL_STREAM_READ:
+        evbuffer_drain(c->cli->in, evbuffer_get_length(c->cli->in));
+        return;
+    case SL_STREAM_DRAINED:
+        linger_if_flushed(c);
+        return;
+    case SL_STREAM_EOF:
+        /* A client may half-close and still read its reply. */
+        if (c->x.lingering)
+            conn_close(c, c->x.finishing);
+        return;
+    case SL_STREAM_ERROR:
+        conn_close(c, c->x.finishing);
+        return;
+    }
 }
 
 /* ---- accept and close ---- */
@@ -361,69 +447,70 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
     new_id(c);
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
 
+    conn_enter(c);
     /* TCP_NODELAY comes from the listening socket (Linux copies it to
      * accepted ones): no setsockopt per client. */
-    c->cli = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (!c->cli) {
-        close(fd);
+    c->cli = sl_stream_socket(w->base, fd, CONN_READ_AHEAD, conn_on_stream, c);
+    c->timer = evtimer_new(w->base, on_timer, c);
+    if (!c->cli || !c->timer) {
         conn_close(c, "out_of_memory");
+        conn_leave(c);
         return;
     }
-    bufferevent_setcb(c->cli, on_read, on_write, on_event, c);
-    bufferevent_set_max_single_read(c->cli, 64 * 1024);
-    bufferevent_setwatermark(c->cli, EV_READ, 0, CONN_READ_AHEAD);
-    /* Writing is enabled where a reply is queued: enabled now, with
-     * nothing to write, it would cost an epoll change and a wake-up. */
+    conn_timer(c, c->pol->header_ms);
 
     /* Over max_clients, or the log cannot be written: refuse with 503. A
      * gate that cannot record decisions makes none (it fails closed). */
     char why[256];
     bool full = atomic_load(&g_shared.clients) > c->pol->max_clients;
     if (full || sl_log_failing(why, sizeof why)) {
-        c->timer = evtimer_new(w->base, on_timer, c);
-        if (!c->timer) {
-            conn_close(c, "out_of_memory");
-            return;
-        }
-        bufferevent_enable(c->cli, EV_READ);
-        conn_timer(c, c->pol->header_ms);
         snprintf(c->x.method_text, sizeof c->x.method_text, "-");
         if (full)
             conn_refuse(c, 503, "too_many_clients", "The gate already serves %d clients (max_clients).",
                         c->pol->max_clients);
         else
             conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
-        return;
     }
-
-    /* Until the first bytes come, the timer event also waits for them
-     * (on_first_bytes); the head's deadline runs from now. */
-    c->timer = event_new(w->base, fd, EV_READ | EV_PERSIST, on_first_bytes, c);
-    if (!c->timer) {
-        conn_close(c, "out_of_memory");
-        return;
-    }
-    c->timer_ms = c->pol->header_ms;
-    struct timeval tv = { c->timer_ms / 1000, (c->timer_ms % 1000) * 1000 };
-    event_add(c->timer, &tv);
+    conn_leave(c);   /* reading starts here, from the state */
 }
 
 void conn_close(conn *c, const char *end)
 {
-    assert(c->magic == CONN_MAGIC);
-    if (c->x.allowed)
-        conn_log_close(c, end);
+    assert(c->magic == CONN_MAGIC && c->depth > 0);
+    if (c->state == CS_CLOSED)
+        return;
+    conn_log_close(c, end);
     if (c->state == CS_TUNNEL)
         sl_metrics_tunnel(-1);
-    if (c->x.dns)
+    if (c->x.dns) {
         sl_dns_cancel(c->x.dns);
+        c->x.dns = NULL;
+    }
+    conn_cancel_connect(c);
+    c->kicked = false;
+    if (c->timer)
+        evtimer_del(c->timer);
+    /* No more events: the streams' and the relay's are stopped here, and
+     * everything is freed when the outermost callback leaves. */
+    relay_stop(c);
+    if (c->cli) {
+        c->cli->want_read = false;
+        sl_stream_update(c->cli);
+    }
+    if (c->up) {
+        c->up->want_read = false;
+        sl_stream_update(c->up);
+    }
+    conn_set_state(c, CS_CLOSED);
+}
+
+static void conn_free(conn *c)
+{
     relay_free(c);
     if (c->x.up_head)
         evbuffer_free(c->x.up_head);
-    if (c->up)
-        bufferevent_free(c->up);
-    if (c->cli)
-        bufferevent_free(c->cli);
+    sl_stream_free(c->up);
+    sl_stream_free(c->cli);
     if (c->timer)
         event_free(c->timer);
     free(c->up_name);
@@ -442,18 +529,20 @@ void conn_close(conn *c, const char *end)
     atomic_fetch_sub(&g_shared.clients, 1);
 }
 
-void conn_drain(conn *c)
+void conn_close_now(conn *c, const char *end)
 {
-    /* A keep-alive client between requests has nothing in flight. */
-    if (c->state == CS_HEAD && evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
-        conn_close(c, "shutdown");
+    conn_enter(c);
+    conn_close(c, end);
+    conn_leave(c);
 }
 
-void conn_attach_upstream(conn *c)
+void conn_drain(conn *c)
 {
-    bufferevent_setcb(c->up, on_read, on_write, on_event, c);
-    bufferevent_set_max_single_read(c->up, 64 * 1024);
-    bufferevent_enable(c->up, EV_READ | EV_WRITE);
+    conn_enter(c);
+    /* A keep-alive client between requests has nothing in flight. */
+    if (c->state == CS_HEAD && evbuffer_get_length(c->cli->in) == 0)
+        conn_close(c, "shutdown");
+    conn_leave(c);
 }
 
 void conn_new_exchange(conn *c)
@@ -463,129 +552,77 @@ void conn_new_exchange(conn *c)
     memset(&c->x, 0, sizeof c->x);
     new_id(c);
     c->scanned = 0;
-    c->cli_paused = c->up_paused = false;
 }
 
-/* ---- callbacks: dispatch by state ---- */
+/* ---- stream events: dispatch by state ---- */
 
-static void on_read(struct bufferevent *bev, void *arg)
+static void head_on_client(conn *c, sl_stream_event ev)
+{
+    switch (ev) {
+    case SL_STREAM_READ:
+        conn_on_head(c);
+        return;
+    case SL_STREAM_EOF:
+        /* A head cut short by the client's end is no request: nothing to
+         * decide. (A whole head with the EOF right behind it was parsed by
+         * the READ before.) */
+        if (evbuffer_get_length(c->cli->in) > 0)
+            conn_on_head(c);
+        if (conn_live(c) && c->state == CS_HEAD)
+            conn_close(c, "client_eof");
+        return;
+    case SL_STREAM_ERROR:
+        conn_close(c, "client_error");
+        return;
+    case SL_STREAM_DRAINED:
+        /* The previous response's rest went out. */
+        if (c->w->draining && evbuffer_get_length(c->cli->in) == 0)
+            conn_close(c, "shutdown");
+        return;
+    }
+}
+
+void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg)
 {
     conn *c = arg;
-    assert(c->magic == CONN_MAGIC);
-    bool from_client = bev == c->cli;
+    conn_enter(c);
+    bool from_client = s == c->cli;
+    if (!from_client && c->fx == FX_IDLE) {
+        /* An idle origin must not talk: whatever it sends (or its close)
+         * belongs to no request. */
+        exchange_drop_origin(c);
+        goto out;
+    }
     switch (c->state) {
     case CS_HEAD:
         if (from_client)
-            conn_on_head(c);
-        else   /* an idle kept-alive origin must not talk */
-            conn_close_upstream(c);
-        return;
+            head_on_client(c, ev);
+        break;
+    case CS_RESOLVING:
+    case CS_CONNECTING:
+        /* Bytes wait in the buffer (bounded by in_max); an EOF is kept in
+         * the stream and acted on once the origin is reached: a request
+         * (or a tunnel's first bytes) still goes. */
+        if (from_client && ev == SL_STREAM_ERROR)
+            conn_close(c, "client_error");
+        break;
     case CS_SNI:
+        if (from_client)
+            tunnel_on_client(c, ev);
+        else if (ev == SL_STREAM_ERROR)
+            conn_close(c, "origin_error");
+        break;
+    case CS_FORWARD:
+        exchange_on_stream(c, from_client, ev);
+        break;
+    case CS_CLOSING:
+        if (from_client)
+            closing_on_client(c, ev);
+        break;
     case CS_TUNNEL:
-        tunnel_on_read(c, from_client);
-        return;
-    case CS_FORWARD:
-        forward_on_read(c, from_client);
-        return;
-    case CS_REFUSING:
-        if (from_client)   /* lingering: discard what the client still sends */
-            evbuffer_drain(bufferevent_get_input(c->cli), evbuffer_get_length(bufferevent_get_input(c->cli)));
-        return;
-    case CS_RESOLVING:
-    case CS_CONNECTING:
-        return;   /* reading is off; bytes wait in the buffer */
+    case CS_CLOSED:
+        break;
     }
-}
-
-static void on_write(struct bufferevent *bev, void *arg)
-{
-    conn *c = arg;
-    assert(c->magic == CONN_MAGIC);
-    bool to_client = bev == c->cli;
-    switch (c->state) {
-    case CS_REFUSING:
-        if (to_client)
-            linger_after_flush(c);
-        return;
-    case CS_SNI:      /* the 200 went out; the ClientHello is awaited */
-    case CS_TUNNEL:   /* relay.c has the sockets */
-        return;
-    case CS_FORWARD:
-        forward_on_drained(c, to_client);
-        return;
-    case CS_HEAD:
-        /* A response's rest went out after its exchange ended: forward.c
-         * writes the next one itself (send_now). */
-        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-            bufferevent_disable(bev, EV_WRITE);
-        if (to_client && c->w->draining && evbuffer_get_length(bufferevent_get_output(c->cli)) == 0 &&
-            evbuffer_get_length(bufferevent_get_input(c->cli)) == 0)
-            conn_close(c, "shutdown");
-        return;
-    case CS_RESOLVING:
-    case CS_CONNECTING:
-        return;
-    }
-}
-
-static void on_event(struct bufferevent *bev, short what, void *arg)
-{
-    conn *c = arg;
-    assert(c->magic == CONN_MAGIC);
-    bool client_side = bev == c->cli;
-
-    if (c->state == CS_CONNECTING && !client_side) {
-        if (what & BEV_EVENT_CONNECTED) {
-            conn_connected(c);
-            return;
-        }
-        conn_connect_failed(c, what);
-        return;
-    }
-    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
-        return;
-    bool eof_only = (what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR);
-
-    switch (c->state) {
-    case CS_HEAD:
-        if (!client_side) {
-            conn_close_upstream(c);
-            return;
-        }
-        conn_close(c, eof_only ? "client_eof" : "client_error");
-        return;
-    case CS_SNI:
-    case CS_TUNNEL:
-        if (eof_only) {
-            tunnel_on_eof(c, client_side);
-            return;
-        }
-        conn_close(c, client_side ? "client_error" : "origin_error");
-        return;
-    case CS_FORWARD:
-        if (eof_only) {
-            forward_on_eof(c, client_side);
-            return;
-        }
-        conn_close(c, client_side ? "client_error" : "origin_error");
-        return;
-    case CS_RESOLVING:
-    case CS_CONNECTING:
-        if (client_side && eof_only) {
-            /* A client may send its request (or a tunnel's first bytes)
-             * and half-close before the origin is reached: the request
-             * still goes, and the end is passed on after it. */
-            c->cli_eof = c->cli_eof_first = true;
-            if (!c->x.is_connect)
-                c->x.client_close = true;
-            return;
-        }
-        /* fall through */
-    case CS_REFUSING:
-        if (client_side)
-            conn_close(c, eof_only ? "client_eof" : "client_error");
-        else
-            conn_close_upstream(c);   /* a kept-alive origin went away */
-        return;
-    }
+out:
+    conn_leave(c);
 }

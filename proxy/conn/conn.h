@@ -1,8 +1,18 @@
-/* A client connection: one struct, one state machine, one close path.
+/* A client connection: one struct, one state machine, one close path, one
+ * free point.
  *
  * A connection carries one exchange at a time: a CONNECT tunnel, or one
  * plain-HTTP request and its response (a keep-alive client then starts the
- * next exchange, checked on its own). */
+ * next exchange, checked on its own).
+ *
+ * The free rule (proxy/README.md, "The connection's lifetime"): every
+ * function the event loop calls for a connection is one of conn.c's
+ * callbacks, which enter the connection, run the steps, and leave it.
+ * conn_close() only marks the connection CS_CLOSED and stops its I/O; the
+ * memory is freed when the outermost callback leaves. So a step three calls
+ * deep may close, and every caller up the stack still holds a valid struct:
+ * after a call that can close, a step checks conn_live() to decide whether
+ * to go on, and forgetting to is a logic slip, never a use-after-free. */
 #ifndef SLUICE_CONN_H
 #define SLUICE_CONN_H
 
@@ -14,27 +24,45 @@
 #include "config.h"
 #include "dns.h"
 #include "http_parse.h"
+#include "stream.h"
 #include "worker.h"
 
-struct bufferevent;
 struct event;
+struct sl_connector;
 
 #define CONN_MAGIC 0x5c0ca11eu
 
-/* The most a client's input buffer holds before reading pauses: room for
- * the largest request head or ClientHello, and for what a client sends
- * ahead while its request is decided and connected. */
+/* The most a side's input buffer holds before reading pauses: room for the
+ * largest request or response head or ClientHello, and for what a client
+ * sends ahead while its request is decided and connected. */
 #define CONN_READ_AHEAD (64 * 1024)
+
+/* Backpressure: bytes are moved toward a side only while fewer than this
+ * wait to be written to it. */
+#define CONN_OUT_HIGH (256 * 1024)
 
 typedef enum conn_state {
     CS_HEAD,         /* reading a request head */
     CS_RESOLVING,    /* waiting for DNS */
-    CS_CONNECTING,   /* connecting to the vetted addresses in order */
+    CS_CONNECTING,   /* connecting to the vetted addresses */
     CS_SNI,          /* tunnel to 443: 200 sent, waiting for the ClientHello */
-    CS_TUNNEL,       /* relaying bytes both ways */
-    CS_FORWARD,      /* plain HTTP: relaying the request and its response */
-    CS_REFUSING,     /* writing a refusal, then closing */
+    CS_TUNNEL,       /* relaying bytes both ways (relay.c) */
+    CS_FORWARD,      /* plain HTTP: an exchange (sub-state in x.fx) */
+    CS_CLOSING,      /* what is queued (a refusal, sluice's own error reply, the
+                        last response) is written, then a linger, then the close */
+    CS_CLOSED,       /* closed: freed when the outermost callback leaves */
 } conn_state;
+
+/* The plain-HTTP exchange, and the origin connection it uses (exchange.c).
+ * Checked like conn_state: exchange_set(). */
+typedef enum fx_state {
+    FX_NONE,         /* no origin connection */
+    FX_REQUEST,      /* sending the request; no final response head yet */
+    FX_AWAIT,        /* the request is sent whole; awaiting the final head (1xx pass) */
+    FX_RESPONSE,     /* relaying the final response's body */
+    FX_FLUSH,        /* the exchange is over; the client is closed once it has it all */
+    FX_IDLE,         /* between exchanges: the origin connection is kept alive */
+} fx_state;
 
 typedef enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_UNTIL_CLOSE } body_kind;
 
@@ -57,57 +85,68 @@ typedef struct exchange {
     sl_host host;
     int port;
     const sl_entry *rule;         /* lives as long as conn->pol */
-    sl_addr addrs[SL_DNS_MAX_ADDRS];
-    size_t naddrs, next_addr;
-    sl_addr addr;                 /* the address connected to */
-    double dns_ms;
-    bool dns_done;
+    sl_addr addrs[SL_DNS_MAX_ADDRS];   /* the vetted addresses to connect to */
+    size_t naddrs;
+    sl_addr addr;                 /* the address connected to (or refused) */
+    double dns_ms, connect_ms;
+    bool dns_done, connect_done;
     sl_dns_wait *dns;
+    struct sl_connector *connector;
     bool allowed;                 /* an allow decision was logged */
     uint64_t bytes_up, bytes_down;
     const char *sni;              /* the ClientHello's name, while its decision is logged */
 
     /* plain HTTP */
-    struct evbuffer *up_head;     /* the rewritten request head */
+    struct evbuffer *up_head;     /* the rewritten request head, until it is sent */
     body req, resp;
-    bool resp_head_done;
+    bool req_abandoned;           /* an early response: the rest of the body is not sent */
+    bool final_head;              /* the final response head is queued to the client */
+    uint64_t final_at;            /* where it starts in the client stream (cli->written units) */
     bool client_close;            /* close the client after this exchange */
     bool client_http10;
     bool resp_close;              /* the origin won't keep the connection */
-    const char *finishing;        /* set: close with this end once the client has it all */
+    const char *finishing;        /* CS_CLOSING: the end the connection closes with */
+    bool lingering;               /* CS_CLOSING: the reply is out; discarding input */
 } exchange;
 
 typedef struct conn {
     unsigned magic;
     conn_state state;
+    int depth;                    /* callbacks of this connection on the stack */
+    bool kicked;                  /* the timer fires at once for a waiting request */
     worker *w;
     sl_policy *pol;
-    struct bufferevent *cli, *up;
+    sl_stream *cli, *up;          /* NULL in CS_TUNNEL: the relay owns the sockets */
     struct event *timer;
     char client[64];              /* "addr:port" of the client */
     struct conn *prev, *next;     /* in w->conns */
     int nexchanges;
     size_t scanned;               /* head bytes already searched for a newline */
-    bool cli_eof, up_eof;
-    bool cli_shut;                /* a refusal sent: the client's write side is shut */
-    bool up_reusable;             /* kept-alive origin connection for the next request */
-    char *up_name;                /* the kept-alive origin's host name (malloc'd) */
+    fx_state fx;
+    char *up_name;                /* the origin connection's host name (malloc'd) */
     int up_port;
     sl_addr up_addr;
     bool cli_eof_first;           /* which side ended a tunnel first */
-    bool cli_paused, up_paused;   /* reading stopped until the partner drains */
-    struct relay *rl;             /* CS_TUNNEL: the relay owns the sockets (cli, up NULL) */
+    bool cli_eof, up_eof;         /* CS_TUNNEL: the relay's record of the ends */
+    struct relay *rl;             /* CS_TUNNEL */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
     exchange x;
 } conn;
 
+static inline bool conn_live(const conn *c) { return c->state != CS_CLOSED; }
+
 /* Accept a client socket into worker w (takes ownership of fd). */
 void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen);
 
 /* The one close path: logs the close line of an allowed exchange with
- * `end`, frees both sides and everything pending. Callers return at once. */
+ * `end`, stops all I/O and pending work, marks the connection CS_CLOSED.
+ * The memory is freed by the outermost callback (see the top of this
+ * file). Closing a closed connection does nothing. */
 void conn_close(conn *c, const char *end);
+
+/* From outside any callback of c (the worker): close and free now. */
+void conn_close_now(conn *c, const char *end);
 
 /* Stop taking new requests (drain): an idle keep-alive client is closed. */
 void conn_drain(conn *c);
@@ -118,38 +157,53 @@ void conn_set_state(conn *c, conn_state to);
 /* Arm the connection's single timer; 0 disarms. */
 void conn_timer(conn *c, int ms);
 
+/* Run the waiting request's step from the event loop, not from the stack
+ * that finished the previous exchange. */
+void conn_kick(conn *c);
+
 /* Decision log lines. */
 void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
 void conn_log_close(conn *c, const char *end);
 
-/* Close the client once its queued output is sent (lingering briefly so a
- * reply is not lost to a reset); the origin side is closed at once. */
-void conn_linger_close(conn *c);
+/* End the connection gracefully: log the close line of an allowed
+ * exchange with `end`, close the origin side at once, write what is queued
+ * to the client, then linger briefly (so the reply is not lost to a reset)
+ * and close. */
+void conn_finish(conn *c, const char *end);
 
-/* Refuse the exchange: log, reply with status and reason, close. */
+/* Reset the exchange for the client's next request. */
+void conn_new_exchange(conn *c);
+
+/* The allow decision, logged; false when the log has failed meanwhile (the
+ * request is then refused with 503 log_unavailable). */
+bool conn_allow(conn *c);
+
+/* Refuse the exchange: log, reply with status and reason, finish. */
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* The next steps, in the files that own them. */
 void conn_on_head(conn *c);                  /* request.c: a head may be complete */
 void conn_decide(conn *c);                   /* decide.c: allowlist, DNS, classify, connect */
-void conn_connected(conn *c);                /* decide.c -> tunnel.c / forward.c */
-void conn_connect_failed(conn *c, short what);  /* decide.c: try the next address */
-void conn_close_upstream(conn *c);           /* decide.c: drop a kept-alive origin */
-void conn_attach_upstream(conn *c);          /* conn.c: callbacks on c->up */
-void conn_new_exchange(conn *c);             /* conn.c: reset for the next request */
+void conn_cancel_connect(conn *c);           /* decide.c: stop connecting attempts */
 void tunnel_start(conn *c);                  /* tunnel.c */
-void forward_start(conn *c);                 /* forward.c */
-void forward_client_data(conn *c);           /* forward.c */
+void tunnel_on_client(conn *c, sl_stream_event ev);   /* tunnel.c: CS_SNI */
+void exchange_start(conn *c);                /* exchange.c: CS_FORWARD on c->up */
+void exchange_on_stream(conn *c, bool from_client, sl_stream_event ev);   /* exchange.c */
+void exchange_on_timeout(conn *c);           /* exchange.c: idle_ms passed */
+bool exchange_can_reuse(conn *c);            /* exchange.c: is the idle origin good for x? */
+void exchange_drop_origin(conn *c);          /* exchange.c: close the origin connection */
+void exchange_interest(conn *c, bool *cli, bool *up);   /* exchange.c: what CS_FORWARD reads */
 
-/* Per-state handlers the bufferevent callbacks dispatch to. */
-void tunnel_on_read(conn *c, bool from_client);   /* CS_SNI only */
-void tunnel_on_eof(conn *c, bool from_client);    /* CS_SNI only */
-void forward_on_read(conn *c, bool from_client);
-void forward_on_eof(conn *c, bool from_client);
-void forward_on_drained(conn *c, bool to_client);
+/* The stream callback for both sides (conn.c). */
+void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg);
 
 double conn_ms_since(const struct timespec *t);
 void conn_touch(conn *c);
+
+/* Callbacks from other modules into a connection go through these two, so
+ * that the free rule holds (conn.c). */
+void conn_enter(conn *c);
+void conn_leave(conn *c);
 
 #endif

@@ -1,23 +1,18 @@
 /* The decision, in SPEC order after parsing: allowlist (before any DNS),
  * resolution, classification of every answer, then connecting to the vetted
- * addresses in order. */
+ * addresses (connect.c). */
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "conn.h"
+#include "connect.h"
 #include "log.h"
 #include "metrics.h"
 #include "netclass.h"
-
-static void try_connect(conn *c);
 
 static sl_verdict classify(conn *c, const sl_addr *a, char *scratch, size_t cap)
 {
@@ -31,7 +26,41 @@ static sl_verdict classify(conn *c, const sl_addr *a, char *scratch, size_t cap)
     return v;
 }
 
-/* Every answer must be public: one private address refuses the request. */
+/* An IP literal that is not public is refused before the allowlist is
+ * consulted: no allowlist line can make it reachable, so the refusal must
+ * not suggest one. A private address can be admitted with allow_cidr; a
+ * metadata address (or one in deny_cidr) cannot be admitted at all. */
+static bool refuse_literal(conn *c)
+{
+    char why[200], a[SL_ADDR_STRLEN];
+    sl_verdict v = classify(c, &c->x.host.addr, why, sizeof why);
+    if (v.is_public)
+        return false;
+    c->x.addr = c->x.host.addr;
+    sl_addr_format(&c->x.host.addr, a, sizeof a);
+    /* Would allow_cidr admit it? Classify as if everything were allowed. */
+    static const sl_cidr everything[2] = { { { AF_INET, { 0 } }, 0 }, { { AF_INET6, { 0 } }, 0 } };
+    const sl_policy *p = c->pol;
+    sl_cidr_list all = { everything, 2 }, deny = { p->deny_cidr, p->ndeny_cidr };
+    char scratch[200];
+    bool admissible = sl_classify(&c->x.host.addr, all, deny, scratch, sizeof scratch).is_public &&
+                      !sl_is_own_listener(&c->x.host.addr, c->x.port);
+    if (admissible)
+        conn_refuse(c, 403, "non_public_address",
+                    "%s is not a public address (%s). An allowlist line cannot allow it; a private "
+                    "mirror is admitted with [policy] allow_cidr = %s/%d together with an allowlist entry.",
+                    a, v.why, a, c->x.host.addr.family == AF_INET ? 32 : 128);
+    else
+        conn_refuse(c, 403, "non_public_address", "%s is not a public address (%s), and cannot be allowed.",
+                    a, v.why);
+    return true;
+}
+
+static void on_connect(void *arg, int fd, const sl_addr *addr, int err);
+
+/* Every address of the answer must be public, however many it has: one
+ * private address refuses the request. The first SL_DNS_MAX_ADDRS are
+ * kept to connect to. */
 static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
 {
     char why[200], a[SL_ADDR_STRLEN];
@@ -48,35 +77,32 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
             return;
         }
     }
-    memcpy(c->x.addrs, addrs, n * sizeof *addrs);
-    c->x.naddrs = n;
-    c->x.next_addr = 0;
+    c->x.naddrs = n < SL_DNS_MAX_ADDRS ? n : SL_DNS_MAX_ADDRS;
+    memcpy(c->x.addrs, addrs, c->x.naddrs * sizeof *addrs);
 
     /* A kept-alive origin connection serves the request if it goes to the
-     * same host and port and to an address vetted just now. */
-    if (c->up && c->up_reusable && !c->x.is_connect && c->up_port == c->x.port &&
-        c->up_name && strcmp(c->up_name, c->x.host.name) == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (sl_addr_equal(&addrs[i], &c->up_addr)) {
-                c->up_reusable = false;
-                c->x.addr = c->up_addr;
-                conn_set_state(c, CS_FORWARD);
-                conn_log_decision(c, true, "allowlisted", NULL);
-                forward_start(c);
-                return;
-            }
-        }
+     * same host and port and to an address vetted just now, and is silent. */
+    if (!c->x.is_connect && exchange_can_reuse(c)) {
+        c->x.addr = c->up_addr;
+        exchange_start(c);
+        return;
     }
-    conn_close_upstream(c);
+    exchange_drop_origin(c);
     conn_set_state(c, CS_CONNECTING);
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_connect);
     conn_timer(c, c->pol->connect_ms);
-    try_connect(c);
+    c->x.addr = c->x.addrs[0];
+    c->x.connector = sl_connect_start(c->w->base, c->x.addrs, c->x.naddrs, c->x.port, SL_CONNECT_STAGGER_MS,
+                                      on_connect, c);
+    if (!c->x.connector)
+        conn_refuse(c, 502, "connect_failed", "Could not connect to %s port %d: out of memory.", c->x.host.name,
+                    c->x.port);
 }
 
 static void on_dns(void *arg, const sl_dns_answer *ans)
 {
     conn *c = arg;
+    conn_enter(c);
     c->x.dns = NULL;
     c->x.dns_done = true;
     c->x.dns_ms = conn_ms_since(&c->x.t_start);
@@ -85,15 +111,16 @@ static void on_dns(void *arg, const sl_dns_answer *ans)
     case SL_DNS_TIMEOUT:
         conn_refuse(c, 504, "dns_timeout", "Resolving %s took longer than %d ms.", c->x.host.name,
                     c->pol->dns_timeout_ms);
-        return;
+        break;
     case SL_DNS_ERROR:
         conn_refuse(c, 502, "dns_error", "Resolving %s failed: %s.", c->x.host.name,
                     ans->error ? ans->error : "error");
-        return;
+        break;
     case SL_DNS_OK:
         vet_and_connect(c, ans->addrs, ans->n);
-        return;
+        break;
     }
+    conn_leave(c);
 }
 
 void conn_decide(conn *c)
@@ -108,11 +135,9 @@ void conn_decide(conn *c)
         conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", line);
         return;
     }
+    if (c->x.host.kind != SL_HOST_NAME && refuse_literal(c))
+        return;
 
-    /* The client stays readable: what it sends meanwhile (bytes ahead of a
-     * tunnel, a request body, the next request) waits in its buffer, which
-     * the read watermark bounds (conn_accept), and is acted on in turn.
-     * Turning reading off and on again would cost two epoll changes. */
     sl_match_result m = sl_allowlist_match(p->allow, &c->x.host, c->x.port, c->x.is_connect,
                                            &p->connect_ports, &p->http_ports, &rule);
     if (m == SL_MATCH_NO_ENTRY) {
@@ -140,54 +165,35 @@ void conn_decide(conn *c)
     sl_dns_answer now;
     conn_set_state(c, CS_RESOLVING);
     c->x.dns = sl_dns_resolve(c->w->dns, p, c->x.host.name, on_dns, c, &now);
-    if (!c->x.dns)
-        on_dns(c, &now);
+    if (!c->x.dns) {
+        /* Answered at once (the cache): the same step, on this stack. */
+        c->x.dns_done = true;
+        c->x.dns_ms = conn_ms_since(&c->x.t_start);
+        sl_metrics_dns_ms(c->x.dns_ms);
+        if (now.status == SL_DNS_OK)
+            vet_and_connect(c, now.addrs, now.n);
+        else
+            conn_refuse(c, 502, "dns_error", "Resolving %s failed: %s.", c->x.host.name,
+                        now.error ? now.error : "error");
+        sl_dns_answer_done(&now);
+    }
 }
 
 /* ---- connecting ---- */
 
-static void try_connect(conn *c)
+static void connected(conn *c, int fd, const sl_addr *addr)
 {
-    while (c->x.next_addr < c->x.naddrs) {
-        const sl_addr *a = &c->x.addrs[c->x.next_addr++];
-        struct sockaddr_storage ss;
-        socklen_t sl = sl_addr_to_sockaddr(a, c->x.port, &ss);
-        c->x.addr = *a;
-        if (c->up)
-            bufferevent_free(c->up);
-        c->up = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (!c->up)
-            break;
-        /* Callbacks go on only after the call: on an immediate failure
-         * libevent would otherwise call back from inside it. */
-        if (bufferevent_socket_connect(c->up, (struct sockaddr *)&ss, (int)sl) == 0) {
-            conn_attach_upstream(c);
-            return;   /* on_event reports the outcome */
-        }
-    }
-    conn_refuse(c, 502, "connect_failed", "Could not connect to %s port %d.", c->x.host.name, c->x.port);
-}
-
-void conn_connect_failed(conn *c, short what)
-{
-    (void)what;
-    int err = EVUTIL_SOCKET_ERROR();
-    if (c->x.next_addr < c->x.naddrs) {
-        try_connect(c);
+    c->x.connect_ms = conn_ms_since(&c->x.t_connect);
+    c->x.connect_done = true;
+    sl_metrics_connect_ms(c->x.connect_ms);
+    conn_timer(c, 0);
+    c->x.addr = *addr;
+    c->up = sl_stream_socket(c->w->base, fd, CONN_READ_AHEAD, conn_on_stream, c);
+    if (!c->up) {
+        conn_refuse(c, 502, "connect_failed", "Could not connect to %s port %d: out of memory.", c->x.host.name,
+                    c->x.port);
         return;
     }
-    char a[SL_ADDR_STRLEN];
-    conn_refuse(c, 502, "connect_failed", "Could not connect to %s (%s) port %d: %s.", c->x.host.name,
-                sl_addr_format(&c->x.addr, a, sizeof a), c->x.port,
-                err ? evutil_socket_error_to_string(err) : "connection closed");
-}
-
-void conn_connected(conn *c)
-{
-    int one = 1;
-    setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    sl_metrics_connect_ms(conn_ms_since(&c->x.t_connect));
-    conn_timer(c, 0);
     if (c->x.is_connect) {
         tunnel_start(c);
         return;
@@ -199,17 +205,29 @@ void conn_connected(conn *c)
     c->up_name = strdup(c->x.host.name);
     c->up_port = c->x.port;
     c->up_addr = c->x.addr;
-    conn_set_state(c, CS_FORWARD);
-    conn_log_decision(c, true, "allowlisted", NULL);
-    forward_start(c);
+    exchange_start(c);
 }
 
-void conn_close_upstream(conn *c)
+static void on_connect(void *arg, int fd, const sl_addr *addr, int err)
 {
-    if (c->up) {
-        bufferevent_free(c->up);
-        c->up = NULL;
+    conn *c = arg;
+    conn_enter(c);
+    c->x.connector = NULL;   /* it freed itself before calling */
+    if (fd >= 0) {
+        connected(c, fd, addr);
+    } else {
+        char a[SL_ADDR_STRLEN];
+        c->x.addr = *addr;
+        conn_refuse(c, 502, "connect_failed", "Could not connect to %s (%s) port %d: %s.", c->x.host.name,
+                    sl_addr_format(addr, a, sizeof a), c->x.port, strerror(err));
     }
-    c->up_reusable = false;
-    c->up_eof = c->up_paused = false;
+    conn_leave(c);
+}
+
+void conn_cancel_connect(conn *c)
+{
+    if (c->x.connector) {
+        sl_connect_cancel(c->x.connector);
+        c->x.connector = NULL;
+    }
 }

@@ -67,12 +67,12 @@ struct query {
 
 typedef struct cache_entry {
     char name[SL_HOST_MAX + 1];
-    sl_addr addrs[SL_DNS_MAX_ADDRS];
     size_t n;
     int ttl_s;
     long inserted;              /* monotonic seconds */
     long hard_expiry;           /* inserted + max_ttl_s at insertion */
     struct cache_entry *next;
+    sl_addr addrs[];            /* the whole answer */
 } cache_entry;
 
 struct sl_dns {
@@ -342,12 +342,15 @@ static bool cache_get(const sl_policy *p, const char *name, sl_dns_answer *out)
         if (strcmp(e->name, name) == 0) {
             if (now < e->inserted + clamp_ttl(e->ttl_s, p)) {
                 memset(out, 0, sizeof *out);
-                out->status = SL_DNS_OK;
-                memcpy(out->addrs, e->addrs, e->n * sizeof *e->addrs);
-                out->n = e->n;
-                out->ttl_s = e->ttl_s;
-                out->cached = true;
-                hit = true;
+                out->addrs = malloc(e->n * sizeof *e->addrs);
+                if (out->addrs) {
+                    out->status = SL_DNS_OK;
+                    memcpy(out->addrs, e->addrs, e->n * sizeof *e->addrs);
+                    out->n = e->n;
+                    out->ttl_s = e->ttl_s;
+                    out->cached = true;
+                    hit = true;
+                }
             }
             break;
         }
@@ -361,7 +364,7 @@ static void cache_put(const char *name, const sl_dns_answer *a)
 {
     long now = now_s();
     unsigned h = hash_name(name);
-    cache_entry *e = calloc(1, sizeof *e);
+    cache_entry *e = calloc(1, sizeof *e + a->n * sizeof *a->addrs);
     if (!e)
         return;
     snprintf(e->name, sizeof e->name, "%s", name);
@@ -462,6 +465,7 @@ static void deliver(query *q)
         waiter_free(w);
         cb(arg, &q->ans);
     }
+    free(q->ans.addrs);
     free(q);
 }
 
@@ -470,6 +474,69 @@ static void deliver_deferred(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     deliver(arg);
+}
+
+static unsigned hash_addr(const sl_addr *x)
+{
+    unsigned h = 2166136261u ^ (unsigned)x->family;   /* FNV-1a */
+    for (int i = 0; i < 16; i++)
+        h = (h ^ x->b[i]) * 16777619u;
+    return h;
+}
+
+/* Every distinct address of the answer, in its order, into a->addrs (all
+ * of them: each one is checked before anything is connected to). NULL, or
+ * why the answer is refused. */
+static const char *collect(const struct ares_addrinfo *ai, sl_dns_answer *a)
+{
+    size_t total = 0;
+    for (const struct ares_addrinfo_node *n = ai->nodes; n; n = n->ai_next)
+        total += n->ai_family == AF_INET || n->ai_family == AF_INET6;
+    if (total == 0)
+        return "no A or AAAA records";
+    if (total > SL_DNS_MAX_ANSWER)
+        return "the answer has more addresses than sluice checks (4096)";
+    a->addrs = malloc(total * sizeof *a->addrs);
+    /* Duplicates are found through a small open-addressed table of indices,
+     * so a huge answer costs its length, not its square. */
+    enum { SLOTS = 2 * SL_DNS_MAX_ANSWER };
+    unsigned short *slot = calloc(SLOTS, sizeof *slot);   /* index + 1; 0 is free */
+    if (!a->addrs || !slot) {
+        free(slot);
+        free(a->addrs);
+        a->addrs = NULL;
+        return "out of memory";
+    }
+    int ttl = -1;
+    for (const struct ares_addrinfo_node *n = ai->nodes; n; n = n->ai_next) {
+        if (n->ai_family != AF_INET && n->ai_family != AF_INET6)
+            continue;
+        sl_addr x;
+        sl_addr_from_sockaddr(n->ai_addr, &x, NULL);
+        unsigned h = hash_addr(&x) % SLOTS;
+        bool dup = false;
+        while (slot[h] && !(dup = sl_addr_equal(&a->addrs[slot[h] - 1], &x)))
+            h = (h + 1) % SLOTS;
+        if (dup)
+            continue;
+        a->addrs[a->n] = x;
+        slot[h] = (unsigned short)(++a->n);
+        if (ttl < 0 || n->ai_ttl < ttl)
+            ttl = n->ai_ttl;
+    }
+    free(slot);
+    for (const struct ares_addrinfo_cname *cn = ai->cnames; cn; cn = cn->next)
+        if (cn->ttl < ttl)
+            ttl = cn->ttl;
+    a->ttl_s = ttl < 0 ? 0 : ttl;
+    return NULL;
+}
+
+void sl_dns_answer_done(sl_dns_answer *a)
+{
+    free(a->addrs);
+    a->addrs = NULL;
+    a->n = 0;
 }
 
 static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *ai)
@@ -482,29 +549,8 @@ static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo 
     pending_remove(q->dns, q);
 
     if (status == ARES_SUCCESS && ai) {
-        int ttl = -1;
-        for (struct ares_addrinfo_node *n = ai->nodes; n; n = n->ai_next) {
-            if (n->ai_family != AF_INET && n->ai_family != AF_INET6)
-                continue;
-            sl_addr x;
-            sl_addr_from_sockaddr(n->ai_addr, &x, NULL);
-            bool dup = false;
-            for (size_t i = 0; i < a->n && !dup; i++)
-                dup = sl_addr_equal(&a->addrs[i], &x);
-            if (dup)
-                continue;
-            if (ttl < 0 || n->ai_ttl < ttl)
-                ttl = n->ai_ttl;
-            if (a->n < SL_DNS_MAX_ADDRS)
-                a->addrs[a->n++] = x;
-        }
-        for (struct ares_addrinfo_cname *cn = ai->cnames; cn; cn = cn->next)
-            if (cn->ttl < ttl)
-                ttl = cn->ttl;
-        a->ttl_s = ttl < 0 ? 0 : ttl;
-        a->status = a->n ? SL_DNS_OK : SL_DNS_ERROR;
-        if (!a->n)
-            a->error = "no A or AAAA records";
+        a->error = collect(ai, a);
+        a->status = a->error ? SL_DNS_ERROR : SL_DNS_OK;
     } else if (status == ARES_ETIMEOUT) {
         a->status = SL_DNS_TIMEOUT;
     } else {

@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -50,18 +49,26 @@ static _Thread_local char scratch[RELAY_READ];
 
 static bool pump(conn *c, int i);
 
+/* The loop calls these for a tunnel's sockets: they enter and leave the
+ * connection (the free rule, conn.h). */
 static void on_client_to_origin(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    pump(arg, 0);
+    conn *c = arg;
+    conn_enter(c);
+    pump(c, 0);
+    conn_leave(c);
 }
 
 static void on_origin_to_client(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    pump(arg, 1);
+    conn *c = arg;
+    conn_enter(c);
+    pump(c, 1);
+    conn_leave(c);
 }
 
 static event_callback_fn const callbacks[2] = { on_client_to_origin, on_origin_to_client };
@@ -171,7 +178,7 @@ static int flush_held(conn *c, int i)
 
 /* Moves what it can and returns with events armed for what it waits on;
  * with may_read false it only writes what is held. Returns false if the
- * connection was closed (and freed). */
+ * connection was closed (it is freed when the callback leaves). */
 static bool pump_ex(conn *c, int i, bool may_read)
 {
     direction *d = &c->rl->d[i];
@@ -285,9 +292,10 @@ bool relay_start(conn *c)
         conn_close(c, "out_of_memory");
         return false;
     }
-    int fds[2] = { bufferevent_getfd(c->cli), bufferevent_getfd(c->up) };
-    rl->fd[0] = rl->fd[1] = -1;   /* the bufferevents still own the sockets */
+    rl->fd[0] = rl->fd[1] = -1;
     c->rl = rl;
+    /* The streams still own the sockets until released below. */
+    int fds[2] = { sl_stream_fd(c->cli), sl_stream_fd(c->up) };
     for (int i = 0; i < 2; i++) {
         direction *d = &rl->d[i];
         d->src = fds[i];
@@ -299,34 +307,45 @@ bool relay_start(conn *c)
         conn_close(c, "out_of_memory");
         return false;
     }
-    /* The relay's read events go in before the bufferevents' come out, so
-     * a socket that was being read stays in epoll as it is: no change. */
-    if (c->cli_eof)   /* the client half-closed while the tunnel was set up */
+    /* The relay's read events go in before the streams' come out, so a
+     * socket that was being read stays in epoll as it is: no change. */
+    c->cli_eof = c->cli->eof;   /* the client half-closed while the tunnel was set up */
+    c->cli_eof_first = c->cli_eof;
+    if (c->cli_eof)
         rl->d[0].src_eof = true;
     else
         event_add(rl->d[0].rd, NULL);
     event_add(rl->d[1].rd, NULL);
-    /* The sockets change owner: detached from the bufferevents (which then
-     * neither watch nor close them, and let their buffers be emptied). */
-    bufferevent_setfd(c->cli, -1);
-    bufferevent_setfd(c->up, -1);
-    rl->fd[0] = fds[0];
-    rl->fd[1] = fds[1];
+    rl->fd[0] = sl_stream_release_fd(c->cli);
+    rl->fd[1] = sl_stream_release_fd(c->up);
     /* In stream order: what was queued for a side goes before what was read
      * from the other. What was queued for the client is sluice's own reply,
      * not tunnel payload. */
-    if (!take(&rl->d[0], bufferevent_get_output(c->up)) || !take(&rl->d[0], bufferevent_get_input(c->cli)) ||
-        !take(&rl->d[1], bufferevent_get_output(c->cli)) ||
-        !((rl->d[1].own = rl->d[1].held_len), take(&rl->d[1], bufferevent_get_input(c->up)))) {
+    if (!take(&rl->d[0], c->up->out) || !take(&rl->d[0], c->cli->in) || !take(&rl->d[1], c->cli->out) ||
+        !((rl->d[1].own = rl->d[1].held_len), take(&rl->d[1], c->up->in))) {
         conn_close(c, "out_of_memory");
         return false;
     }
-    bufferevent_free(c->cli);
-    bufferevent_free(c->up);
+    sl_stream_free(c->cli);
+    sl_stream_free(c->up);
     c->cli = c->up = NULL;
     /* Write what was held at once (the 200 reply, early bytes); reading
      * waits for the sockets to say there is something. */
     return pump_ex(c, 1, false) && pump_ex(c, 0, false);
+}
+
+/* conn_close: no more events; the sockets and memory go in relay_free. */
+void relay_stop(conn *c)
+{
+    struct relay *rl = c->rl;
+    if (!rl)
+        return;
+    for (int i = 0; i < 2; i++) {
+        if (rl->d[i].rd)
+            event_del(rl->d[i].rd);
+        if (rl->d[i].wr)
+            event_del(rl->d[i].wr);
+    }
 }
 
 void relay_free(conn *c)

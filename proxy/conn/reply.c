@@ -43,18 +43,18 @@ void sl_reply_connect_ok(struct evbuffer *out)
     evbuffer_add(out, ok, sizeof ok - 1);
 }
 
-void sl_reply_origin_error(struct evbuffer *out, const char *detail)
+void sl_reply_error(struct evbuffer *out, int status, const char *detail)
 {
-    char body[600];
-    int n = snprintf(body, sizeof body, "sluice: the origin failed: %s\n", detail);
+    char body[700];
+    int n = snprintf(body, sizeof body, "sluice: %s\n", detail);
     if (n < 0 || (size_t)n >= sizeof body)
         n = (int)sizeof body - 1;
     evbuffer_add_printf(out,
-                        "HTTP/1.1 502 Bad Gateway\r\n"
+                        "HTTP/1.1 %d %s\r\n"
                         "Content-Type: text/plain; charset=utf-8\r\n"
                         "Content-Length: %d\r\n"
                         "Connection: close\r\n"
                         "\r\n",
-                        n);
+                        status, sl_status_text(status), n);
     evbuffer_add(out, body, (size_t)n);
 }

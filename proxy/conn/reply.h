@@ -8,9 +8,11 @@ struct evbuffer;
  * Content-Type text/plain, Connection: close, and a one-paragraph body. */
 void sl_reply_refusal(struct evbuffer *out, int status, const char *reason, const char *detail);
 
-/* After an allow decision, when the origin fails before its response
- * began: a 502 that is not a policy decision (no Sluice-Decision header). */
-void sl_reply_origin_error(struct evbuffer *out, const char *detail);
+/* After an allow decision, when the exchange fails before any of the final
+ * response reached the client (400 for a malformed request body, 408 for a
+ * stalled one, 502 and 504 for the origin's failures): a reply that is not
+ * a policy decision (no Sluice-Decision header), with Connection: close. */
+void sl_reply_error(struct evbuffer *out, int status, const char *detail);
 
 /* The reply to a CONNECT once the tunnel is open. */
 void sl_reply_connect_ok(struct evbuffer *out);

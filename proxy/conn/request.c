@@ -1,8 +1,6 @@
 /* Reading a request head from the client and turning it into an exchange:
  * the target host and port, and for plain HTTP the head to send upstream. */
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/event.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -124,13 +122,13 @@ static void start_plain_http(conn *c, const sl_http_head *h)
         conn_close(c, "out_of_memory");
         return;
     }
-    evbuffer_drain(bufferevent_get_input(c->cli), h->head_len);
+    evbuffer_drain(c->cli->in, h->head_len);
     conn_decide(c);
 }
 
 void conn_on_head(conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->cli);
+    struct evbuffer *in = c->cli->in;
     size_t len = evbuffer_get_length(in);
     if (len == 0)
         return;
@@ -148,13 +146,16 @@ void conn_on_head(conn *c)
      * client sending a byte at a time costs a scan, not a parse. */
     bool newline = c->scanned < n && memchr(p + c->scanned, '\n', n - c->scanned) != NULL;
     c->scanned = n;
-    if (!newline && n <= SL_HTTP_MAX_LINE)
+    if (!newline && n <= SL_HTTP_MAX_LINE && !c->cli->eof)
         return;
 
     static _Thread_local sl_http_head h;   /* 4 KiB: not on a callback's stack */
     sl_http_status st = sl_http_parse_request(p, n, &h);
-    if (st == SL_HTTP_INCOMPLETE)
+    if (st == SL_HTTP_INCOMPLETE) {
+        if (c->cli->eof)
+            conn_close(c, "client_eof");   /* a head cut short by the client's end is no request */
         return;
+    }
     c->scanned = 0;
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
     c->nexchanges++;

@@ -1,8 +1,6 @@
 /* CONNECT tunnels: the 200 reply, the SNI check for port 443, then the
  * hand-over to the relay (relay.c). */
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/event.h>
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
@@ -18,6 +16,7 @@
  * limit plus room for record headers. */
 #define SNI_RAW_MAX (2 * SL_SNI_MAX_BYTES)
 
+/* After the allow line: the relay takes the sockets. */
 static void begin_relay(conn *c)
 {
     conn_set_state(c, CS_TUNNEL);
@@ -37,7 +36,7 @@ static bool sni_matches(const conn *c, const char *sni, size_t len)
 
 static void check_sni(conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->cli);
+    struct evbuffer *in = c->cli->in;
     size_t len = evbuffer_get_length(in);
     if (len == 0)
         return;
@@ -47,7 +46,7 @@ static void check_sni(conn *c)
     char name[256];
     size_t nlen = 0;
     sl_sni_result r = p ? sl_tls_sni(p, len, name, sizeof name, &nlen) : SL_SNI_MALFORMED;
-    if (r == SL_SNI_NEED_MORE && len < SNI_RAW_MAX)
+    if (r == SL_SNI_NEED_MORE && len < SNI_RAW_MAX && !c->cli->eof)
         return;
     if (r == SL_SNI_NEED_MORE)
         r = SL_SNI_MALFORMED;
@@ -76,41 +75,54 @@ static void check_sni(conn *c)
          * the client gets the 200 already queued, then the close. */
         conn_log_decision(c, false, "sni_mismatch", why);
         c->x.sni = NULL;
-        conn_linger_close(c);
+        conn_finish(c, "refused");
         return;
     }
-    conn_log_decision(c, true, "allowlisted", NULL);
+    /* The 200 is out already: a log that fails now can only cut the
+     * tunnel (conn_allow refuses), and nothing reaches the origin. */
+    bool allowed = conn_allow(c);   /* its line names the SNI */
     c->x.sni = NULL;
-    begin_relay(c);
+    if (allowed)
+        begin_relay(c);
 }
 
 void tunnel_start(conn *c)
 {
     if (c->pol->sni_check && c->x.port == 443) {
         conn_set_state(c, CS_SNI);
-        sl_reply_connect_ok(bufferevent_get_output(c->cli));
-        bufferevent_disable(c->up, EV_READ);
-        bufferevent_enable(c->cli, EV_READ | EV_WRITE);
+        sl_reply_connect_ok(c->cli->out);
+        sl_stream_flush(c->cli);
         conn_timer(c, c->pol->header_ms);
         check_sni(c);
         return;
     }
-    conn_log_decision(c, true, "allowlisted", NULL);
-    sl_reply_connect_ok(bufferevent_get_output(c->cli));
+    if (!conn_allow(c))
+        return;
+    sl_reply_connect_ok(c->cli->out);
     begin_relay(c);
 }
 
-/* Until the ClientHello is checked the tunnel runs on bufferevents; after
- * that, relay.c owns it and these are not called. */
-void tunnel_on_read(conn *c, bool from_client)
+/* Until the ClientHello is checked the tunnel runs on streams; after
+ * that, relay.c owns the sockets and this is not called. */
+void tunnel_on_client(conn *c, sl_stream_event ev)
 {
-    if (c->state == CS_SNI && from_client)
+    switch (ev) {
+    case SL_STREAM_READ:
         check_sni(c);
-}
-
-void tunnel_on_eof(conn *c, bool from_client)
-{
-    (void)from_client;
-    conn_log_decision(c, false, "sni_mismatch", "client closed before sending a ClientHello");
-    conn_close(c, "client_eof");
+        return;
+    case SL_STREAM_EOF:
+        if (evbuffer_get_length(c->cli->in) > 0) {
+            check_sni(c);   /* a ClientHello and the end in one go: decided on what came */
+            return;
+        }
+        conn_log_decision(c, false, "sni_mismatch", "client closed before sending a ClientHello");
+        conn_close(c, "client_eof");
+        return;
+    case SL_STREAM_ERROR:
+        conn_log_decision(c, false, "sni_mismatch", "client connection failed before a ClientHello");
+        conn_close(c, "client_error");
+        return;
+    case SL_STREAM_DRAINED:
+        return;   /* the 200 went out */
+    }
 }

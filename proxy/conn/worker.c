@@ -126,7 +126,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         start_drain(w);
     if (atomic_load(&w->stop)) {
         while (w->conns)
-            conn_close(w->conns, "shutdown");
+            conn_close_now(w->conns, "shutdown");
         event_base_loopbreak(w->base);
         return;
     }
@@ -215,7 +215,7 @@ void worker_free(worker *w)
     if (!w->inited)
         return;
     while (w->conns)
-        conn_close(w->conns, "shutdown");
+        conn_close_now(w->conns, "shutdown");
     for (size_t i = 0; i < w->nlisteners; i++)
         evconnlistener_free(w->listeners[i]);
     if (w->dns)

@@ -37,6 +37,10 @@ RECORDS = {
     "a.wild.test": ["11.0.0.1"],
     "apex.test": ["11.0.0.1"],
     "b.apex.test": ["11.0.0.1"],
+    # Happy Eyeballs: the first address drops SYNs (11.0.0.4:443), the second answers.
+    "blackholed.test": ["11.0.0.4", "11.0.0.1"],
+    # 17 addresses: 16 public ones, then a loopback one; the whole answer is checked.
+    "many.test": [f"11.0.2.{i}" for i in range(1, 17)] + ["127.0.0.1"],
 }
 # Everything else under .test is NXDOMAIN, answered locally: e.g. denied.test,
 # nxdomain.test. dnsmasq has no upstream at all.

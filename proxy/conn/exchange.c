@@ -1,0 +1,477 @@
+/* Plain-HTTP exchanges: the request head and body go to the origin, the
+ * response comes back with its hop-by-hop headers removed. Bodies are
+ * relayed as they are (chunked stays chunked); the parsers only find where
+ * they end, so the two sides can never disagree on message boundaries.
+ *
+ * The engine sees two sl_streams (c->cli, c->up) and nothing of sockets, so
+ * HTTP inside an inspected TLS tunnel can run through it as well.
+ *
+ * The exchange is a sub-state machine of CS_FORWARD (fx_state, conn.h):
+ *
+ *   NONE/IDLE -> REQUEST -> AWAIT -> RESPONSE -> FLUSH -> IDLE or NONE
+ *                   \______________/^
+ *                    early response
+ *
+ * Every pass ends with the bytes it queued written (flushed), and what each
+ * side is read for is derived from the sub-state when the callback leaves
+ * (exchange_interest): a side is read only while its partner has fewer
+ * than CONN_OUT_HIGH bytes unsent, and a stream never holds more than its
+ * in_max unread. Those two rules bound everything a client or an origin can
+ * make sluice hold: bodies, interim heads, response heads, the bytes of an
+ * idle origin. */
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "reply.h"
+
+static const char *const fx_names[] = {
+    [FX_NONE] = "none", [FX_REQUEST] = "request", [FX_AWAIT] = "await",
+    [FX_RESPONSE] = "response", [FX_FLUSH] = "flush", [FX_IDLE] = "idle",
+};
+
+static bool fx_legal(fx_state from, fx_state to)
+{
+    switch (to) {
+    case FX_NONE:     return true;   /* the origin connection is dropped */
+    case FX_REQUEST:  return from == FX_NONE || from == FX_IDLE;
+    case FX_AWAIT:    return from == FX_REQUEST;
+    case FX_RESPONSE: return from == FX_REQUEST || from == FX_AWAIT;
+    case FX_FLUSH:    return from == FX_RESPONSE;
+    case FX_IDLE:     return from == FX_FLUSH;
+    }
+    return false;
+}
+
+static void exchange_set(conn *c, fx_state to)
+{
+    if (!fx_legal(c->fx, to)) {
+        fprintf(stderr, "sluice: BUG: connection %s: illegal exchange change %s -> %s\n", c->x.id,
+                fx_names[c->fx], fx_names[to]);
+        abort();
+    }
+    c->fx = to;
+}
+
+static size_t in_len(const sl_stream *s) { return evbuffer_get_length(s->in); }
+static size_t out_len(const sl_stream *s) { return evbuffer_get_length(s->out); }
+
+void exchange_drop_origin(conn *c)
+{
+    if (c->up) {
+        sl_stream_free(c->up);   /* may be the stream calling back: it touches nothing after */
+        c->up = NULL;
+    }
+    if (c->fx != FX_FLUSH)
+        c->fx = FX_NONE;
+}
+
+bool exchange_can_reuse(conn *c)
+{
+    if (c->fx != FX_IDLE || !c->up || c->up_port != c->x.port || !c->up_name ||
+        strcmp(c->up_name, c->x.host.name) != 0)
+        return false;
+    bool vetted = false;
+    for (size_t i = 0; i < c->x.naddrs && !vetted; i++)
+        vetted = sl_addr_equal(&c->x.addrs[i], &c->up_addr);
+    /* A byte (or the close) that arrived since the last look would be read
+     * as this request's response: such an origin is not reused. */
+    return vetted && !sl_stream_pending(c->up);
+}
+
+void exchange_interest(conn *c, bool *cli, bool *up)
+{
+    bool room_to_client = out_len(c->cli) < CONN_OUT_HIGH;
+    switch (c->fx) {
+    case FX_REQUEST:
+        /* The body goes while the origin takes it; once it is done, what
+         * the client sends is its next request, which waits (in_max). */
+        *cli = c->x.req.done || c->x.req_abandoned || out_len(c->up) < CONN_OUT_HIGH;
+        *up = room_to_client;
+        return;
+    case FX_AWAIT:
+    case FX_RESPONSE:
+        *cli = true;
+        *up = room_to_client;
+        return;
+    case FX_FLUSH:
+        *cli = true;
+        *up = c->up != NULL;   /* a kept origin is watched: it must stay silent */
+        return;
+    case FX_NONE:
+    case FX_IDLE:
+        break;
+    }
+    *cli = *up = false;
+}
+
+/* ---- moving body bytes ---- */
+
+static void move(conn *c, bool from_client, size_t n)
+{
+    sl_stream *src = from_client ? c->cli : c->up, *dst = from_client ? c->up : c->cli;
+    if (n == 0)
+        return;
+    if (n == in_len(src))
+        evbuffer_add_buffer(dst->out, src->in);
+    else
+        evbuffer_remove_buffer(src->in, dst->out, n);
+    if (from_client)
+        c->x.bytes_up += n;
+    else
+        c->x.bytes_down += n;
+    conn_touch(c);
+}
+
+/* Feed up to `max` bytes of src's input to the chunked parser, segment by
+ * segment (no copy into one block). Returns the bytes that belong to the
+ * body, or -1 on a syntax error. */
+static long feed_chunked(sl_chunked *ch, struct evbuffer *in, size_t max, const char **err)
+{
+    struct evbuffer_iovec v[8];
+    int nv = evbuffer_peek(in, (ev_ssize_t)max, NULL, v, 8);
+    long total = 0;
+    for (int i = 0; i < nv && i < 8 && (size_t)total < max && !ch->done; i++) {
+        size_t len = v[i].iov_len;
+        if (len > max - (size_t)total)
+            len = max - (size_t)total;
+        long k = sl_chunked_feed(ch, v[i].iov_base, len, err);
+        if (k < 0)
+            return -1;
+        total += k;
+    }
+    return total;
+}
+
+/* Move body bytes from one side to the other, up to the body's end, while
+ * the destination has room. False on a malformed body (*err says why);
+ * nothing of this pass's bytes is moved then. */
+static bool pump_body(conn *c, body *b, bool from_client, const char **err)
+{
+    sl_stream *src = from_client ? c->cli : c->up, *dst = from_client ? c->up : c->cli;
+    while (!b->done && in_len(src) > 0 && out_len(dst) < CONN_OUT_HIGH) {
+        size_t avail = in_len(src);
+        switch (b->kind) {
+        case BODY_NONE:
+            b->done = true;
+            break;
+        case BODY_LENGTH: {
+            size_t n = b->remaining < avail ? (size_t)b->remaining : avail;
+            move(c, from_client, n);
+            b->remaining -= n;
+            b->done = b->remaining == 0;
+            break;
+        }
+        case BODY_CHUNKED: {
+            long k = feed_chunked(&b->chunked, src->in, avail < 65536 ? avail : 65536, err);
+            if (k < 0)
+                return false;
+            move(c, from_client, (size_t)k);
+            b->done = b->chunked.done;
+            if (k == 0 && !b->done)
+                return true;   /* cannot happen (the parser takes every byte until done); no spin */
+            break;
+        }
+        case BODY_UNTIL_CLOSE:
+            move(c, from_client, avail);
+            break;
+        }
+    }
+    return true;
+}
+
+/* ---- ending an exchange ---- */
+
+/* The exchange cannot go on. While no byte of a final response head has
+ * reached the client's socket, sluice answers itself (status: 400 for the
+ * client's own fault, 502/504 for the origin's); after that the client can
+ * only be cut off. */
+static void exchange_fail(conn *c, int status, const char *end, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void exchange_fail(conn *c, int status, const char *end, const char *fmt, ...)
+{
+    if (c->x.final_head && c->cli->written > c->x.final_at) {
+        conn_close(c, end);
+        return;
+    }
+    if (c->x.final_head) {
+        /* Queued but unsent: take the final head (and what followed it)
+         * back out, keeping what was before it (interim heads, the previous
+         * response's rest). */
+        size_t keep = (size_t)(c->x.final_at - c->cli->written), all = out_len(c->cli);
+        struct evbuffer *head = evbuffer_new();
+        if (!head) {
+            conn_close(c, end);
+            return;
+        }
+        evbuffer_remove_buffer(c->cli->out, head, keep);
+        evbuffer_drain(c->cli->out, all - keep);
+        evbuffer_add_buffer(c->cli->out, head);
+        evbuffer_free(head);
+        c->x.bytes_down -= all - keep < c->x.bytes_down ? all - keep : c->x.bytes_down;
+        c->x.final_head = false;
+    }
+    char detail[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    sl_reply_error(c->cli->out, status, detail);
+    conn_finish(c, end);
+}
+
+/* The response has left the origin whole: the next request may come once
+ * the client has it (flush_done). */
+static void flush_done(conn *c)
+{
+    bool kept = c->up != NULL;
+    if (c->x.client_close || c->w->draining || c->cli->error ||
+        (c->cli->eof && in_len(c->cli) == 0)) {
+        conn_finish(c, "done");   /* the close line is written already */
+        return;
+    }
+    conn_new_exchange(c);
+    exchange_set(c, kept ? FX_IDLE : FX_NONE);
+    conn_set_state(c, CS_HEAD);
+    conn_timer(c, c->pol->idle_ms);
+    if (in_len(c->cli) > 0)
+        conn_kick(c);   /* a pipelined request: from the loop, not from this stack */
+}
+
+static void exchange_complete(conn *c)
+{
+    conn_log_close(c, "done");
+    bool reuse = c->up && !c->x.resp_close && c->x.resp.kind != BODY_UNTIL_CLOSE && c->x.req.done &&
+                 !c->x.req_abandoned && !c->up->eof && !c->up->error && in_len(c->up) == 0 &&
+                 !c->x.client_close;
+    exchange_set(c, FX_FLUSH);
+    if (!reuse)
+        exchange_drop_origin(c);   /* bytes after the response (a second one, a body on a 204) go with it */
+    sl_stream_flush(c->cli);
+    if (out_len(c->cli) == 0)
+        flush_done(c);
+}
+
+/* ---- the two directions ---- */
+
+static void pump_request(conn *c)
+{
+    const char *err = "malformed";
+    if (!pump_body(c, &c->x.req, true, &err)) {
+        exchange_fail(c, 400, "bad_request_body", "The request body is malformed: %s.", err);
+        return;
+    }
+    if (c->x.req.done) {
+        exchange_set(c, FX_AWAIT);
+        return;
+    }
+    if (c->cli->eof && in_len(c->cli) == 0)
+        conn_close(c, "client_eof");   /* the body can no longer be completed */
+}
+
+/* The response head the client gets: the origin's status line, its
+ * end-to-end headers, and our own Connection header when needed. */
+static void write_response_head(conn *c, const char *p, const sl_http_head *h, bool final)
+{
+    struct evbuffer *out = c->cli->out;
+    size_t before = evbuffer_get_length(out);
+    const char *eol = memchr(p, '\r', h->head_len);
+    evbuffer_add(out, p, (size_t)(eol - p));
+    evbuffer_add(out, "\r\n", 2);
+    for (size_t i = 0; i < h->nheaders; i++) {
+        const sl_http_header *hd = &h->headers[i];
+        if (hd->hop_by_hop)
+            continue;
+        evbuffer_add(out, hd->name.p, hd->name.len);
+        evbuffer_add(out, ": ", 2);
+        evbuffer_add(out, hd->value.p, hd->value.len);
+        evbuffer_add(out, "\r\n", 2);
+    }
+    if (final && c->x.client_close)
+        evbuffer_add(out, "Connection: close\r\n", 19);
+    else if (final && c->x.client_http10)
+        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+    evbuffer_add(out, "\r\n", 2);
+    c->x.bytes_down += evbuffer_get_length(out) - before;
+}
+
+/* Response heads until the final one. False when the exchange ended. */
+static bool pump_heads(conn *c)
+{
+    static _Thread_local sl_http_head h;   /* 4 KiB: not on a callback's stack */
+    struct evbuffer *in = c->up->in;
+    while (c->fx == FX_REQUEST || c->fx == FX_AWAIT) {
+        size_t len = evbuffer_get_length(in);
+        if (len == 0 || out_len(c->cli) >= CONN_OUT_HIGH)
+            break;   /* interim heads wait under the same watermark as bodies */
+        size_t n = len < SL_HTTP_MAX_HEAD + 1 ? len : SL_HTTP_MAX_HEAD + 1;
+        const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+        sl_http_status st = p ? sl_http_parse_response(p, n, &h) : SL_HTTP_BAD;
+        if (st == SL_HTTP_INCOMPLETE)
+            break;
+        if (st != SL_HTTP_OK || h.status == 101) {
+            exchange_fail(c, 502, "bad_response", "The origin's response is malformed: %s.",
+                          st == SL_HTTP_OK ? "unexpected 101 Switching Protocols"
+                          : h.error        ? h.error
+                                           : "malformed response head");
+            return false;
+        }
+        if (h.status < 200) {
+            /* An HTTP/1.0 client must not get 1xx (RFC 9110 §15.2). */
+            if (!c->x.client_http10)
+                write_response_head(c, p, &h, false);
+            evbuffer_drain(in, h.head_len);
+            conn_touch(c);
+            continue;
+        }
+        body *b = &c->x.resp;
+        if (!sl_http_response_has_body(c->x.method, h.status)) {
+            b->kind = BODY_NONE;
+            b->done = true;
+        } else if (h.chunked) {
+            b->kind = BODY_CHUNKED;
+            sl_chunked_init(&b->chunked);
+        } else if (h.content_length >= 0) {
+            b->kind = BODY_LENGTH;
+            b->remaining = (uint64_t)h.content_length;
+            b->done = h.content_length == 0;
+        } else {
+            b->kind = BODY_UNTIL_CLOSE;
+            c->x.client_close = true;   /* only the close can tell the client it ended */
+        }
+        c->x.resp_close = h.conn_close;
+        if (!c->x.req.done) {
+            /* An early answer (a 413, say): the rest of the body is not
+             * sent, and the client connection cannot be resynchronised. */
+            c->x.req_abandoned = true;
+            c->x.client_close = true;
+        }
+        c->x.final_head = true;
+        c->x.final_at = c->cli->written + out_len(c->cli);
+        write_response_head(c, p, &h, true);
+        evbuffer_drain(in, h.head_len);
+        conn_touch(c);
+        exchange_set(c, FX_RESPONSE);
+    }
+    if ((c->fx == FX_REQUEST || c->fx == FX_AWAIT) && (c->up->eof || c->up->error) &&
+        out_len(c->cli) < CONN_OUT_HIGH) {
+        exchange_fail(c, 502, c->up->error ? "origin_error" : "origin_eof",
+                      "The origin closed the connection before its response.");
+        return false;
+    }
+    return true;
+}
+
+static void pump_response(conn *c)
+{
+    if (!pump_heads(c) || c->fx != FX_RESPONSE)
+        return;
+    const char *err = "malformed";
+    if (!pump_body(c, &c->x.resp, false, &err)) {
+        exchange_fail(c, 502, "bad_response_body", "The origin's response body is malformed: %s.", err);
+        return;
+    }
+    if (!c->x.resp.done && c->up->eof && in_len(c->up) == 0) {
+        if (c->x.resp.kind != BODY_UNTIL_CLOSE) {
+            exchange_fail(c, 502, "origin_eof", "The origin closed the connection before the response ended.");
+            return;
+        }
+        c->x.resp.done = true;
+    }
+    if (c->x.resp.done)
+        exchange_complete(c);
+}
+
+/* One pass: move what can move both ways, then write it. */
+static void pump(conn *c)
+{
+    if (c->fx == FX_REQUEST && !c->x.req.done && !c->x.req_abandoned) {
+        pump_request(c);
+        if (!conn_live(c) || c->state != CS_FORWARD)
+            return;
+        sl_stream_flush(c->up);
+    }
+    if (c->cli->eof && c->x.req.done)
+        c->x.client_close = true;   /* a half-close after a whole request: the response still goes */
+    if (c->fx != FX_FLUSH)
+        pump_response(c);
+    if (conn_live(c) && c->state == CS_FORWARD)
+        sl_stream_flush(c->cli);
+}
+
+/* ---- entry points ---- */
+
+void exchange_start(conn *c)
+{
+    conn_set_state(c, CS_FORWARD);
+    exchange_set(c, FX_REQUEST);
+    if (!conn_allow(c))
+        return;
+    c->x.bytes_up += evbuffer_get_length(c->x.up_head);
+    evbuffer_add_buffer(c->up->out, c->x.up_head);
+    evbuffer_free(c->x.up_head);
+    c->x.up_head = NULL;
+    conn_touch(c);
+    conn_timer(c, c->pol->idle_ms);
+    if (c->x.req.done)
+        exchange_set(c, FX_AWAIT);
+    sl_stream_flush(c->up);
+    pump(c);
+}
+
+void exchange_on_stream(conn *c, bool from_client, sl_stream_event ev)
+{
+    if (ev == SL_STREAM_ERROR) {
+        if (from_client)
+            conn_close(c, "client_error");
+        else if (c->fx == FX_FLUSH)
+            exchange_drop_origin(c);   /* the kept origin failed: just not reused */
+        else
+            exchange_fail(c, 502, "origin_error", "The connection to the origin failed.");
+        return;
+    }
+    if (c->fx == FX_FLUSH) {
+        if (!from_client) {
+            exchange_drop_origin(c);   /* it spoke after its response: not reusable */
+            return;
+        }
+        if (ev == SL_STREAM_DRAINED && out_len(c->cli) == 0) {
+            conn_touch(c);
+            flush_done(c);
+        }
+        return;   /* a pipelined request waits in the buffer */
+    }
+    if (ev == SL_STREAM_DRAINED && from_client)
+        conn_touch(c);   /* a slow reader is still reading */
+    pump(c);
+}
+
+void exchange_on_timeout(conn *c)
+{
+    switch (c->fx) {
+    case FX_REQUEST:
+        if (!c->x.req.done && out_len(c->up) == 0) {
+            exchange_fail(c, 408, "idle_timeout", "The request body stalled for %d ms (idle_ms).",
+                          c->pol->idle_ms);
+            return;
+        }
+        /* the origin is not taking the request or not answering */
+        __attribute__((fallthrough));
+    case FX_AWAIT:
+    case FX_RESPONSE:
+        exchange_fail(c, 504, "idle_timeout", "The origin sent no response within %d ms (idle_ms).",
+                      c->pol->idle_ms);
+        return;
+    case FX_FLUSH:
+    case FX_NONE:
+    case FX_IDLE:
+        conn_close(c, "idle_timeout");   /* a client that does not read its response */
+        return;
+    }
+}
