@@ -1,0 +1,521 @@
+/* The plain-HTTP exchange engine, in process, over a memory transport
+ * (memstream.h) instead of sockets: the real request parser, decision,
+ * origin reuse and exchange code, driven from both sides with every byte
+ * stream split at every offset, one byte per read, and peers that stop
+ * reading. It shows that the engine needs nothing of sockets (the socket
+ * stream is one transport of two), and it pins down, deterministically,
+ * what the end-to-end hostile suites check over real sockets.
+ *
+ * The connection starts as if a first exchange had left an idle origin
+ * connection to 127.0.0.1:PORT (the memory origin); every request goes to
+ * that origin and reuses it. Nothing here connects anywhere: PORT is a
+ * loopback port this test bound and closed, so even a bug that made the
+ * engine connect would reach only a closed local port. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+#include "memstream.h"
+
+static struct event_base *base;
+static worker w;
+static sl_policy *pol;
+static int port;
+static char dir[64], logpath[128];
+
+/* ---- fixture ---- */
+
+static int closed_loopback_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof sa;
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static void report(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fail_msg("config: %s", msg);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/sluice-test-exchange-XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    port = closed_loopback_port();
+    char ini[128];
+    snprintf(ini, sizeof ini, "%s/sluice.ini", dir);
+    snprintf(logpath, sizeof logpath, "%s/decisions.log", dir);
+    FILE *f = fopen(ini, "w");
+    fprintf(f, "[policy]\nallow = 127.0.0.1:%d\nallow_cidr = 127.0.0.1/32\n[dns]\nserver = 127.0.0.53\n"
+               "[log]\npath = %s\n", port, logpath);
+    fclose(f);
+    sl_options o = { .config = ini, .workers = -1 };
+    pol = sl_policy_load(&o, report, NULL);
+    if (!pol)
+        return -1;
+    g_shared.policy = pol;
+    char err[200];
+    if (!sl_log_open(logpath, err, sizeof err))
+        return -1;
+    base = event_base_new();
+    memset(&w, 0, sizeof w);
+    w.base = base;
+    w.rng = 0x1234567;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sl_log_close();
+    event_base_free(base);
+    g_shared.policy = NULL;
+    sl_policy_unref(pol);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- one connection ---- */
+
+typedef struct tconn {
+    conn *c;
+    mem_stream *cli, *up;         /* valid while their frees are 0 */
+    int cli_frees, up_frees;
+    struct evbuffer *to_cli, *to_up;   /* what each peer received */
+} tconn;
+
+static bool alive(void) { return w.nconns == 1; }
+
+static void run(void)
+{
+    for (int i = 0; i < 200; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK);
+}
+
+static void tc_open(tconn *t, size_t cli_chunk, size_t up_chunk)
+{
+    memset(t, 0, sizeof *t);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(40000),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    atomic_fetch_add(&g_shared.clients, 1);
+    conn_accept(&w, sv[1], (struct sockaddr *)&sa, sizeof sa);
+    close(sv[0]);
+    assert_int_equal(w.nconns, 1);
+    conn *c = t->c = w.conns;
+    /* The client's transport becomes a memory one ... */
+    sl_stream_free(c->cli);
+    t->to_cli = evbuffer_new();
+    t->to_up = evbuffer_new();
+    t->cli = mem_new(base, conn_on_stream, c, &t->cli_frees, t->to_cli);
+    t->cli->read_chunk = cli_chunk;
+    c->cli = &t->cli->s;
+    /* ... and the origin a kept-alive memory one to 127.0.0.1:PORT. */
+    t->up = mem_new(base, conn_on_stream, c, &t->up_frees, t->to_up);
+    t->up->read_chunk = up_chunk;
+    c->up = &t->up->s;
+    c->fx = FX_IDLE;
+    c->up_name = strdup("127.0.0.1");
+    c->up_port = port;
+    c->up_addr.family = AF_INET;
+    memcpy(c->up_addr.b, "\x7f\0\0\x01", 4);
+    conn_enter(c);
+    conn_leave(c);   /* reading starts from the state */
+}
+
+/* What a peer has received so far, as a string (copied). */
+static char *got(struct evbuffer *b, size_t *len)
+{
+    *len = evbuffer_get_length(b);
+    char *p = malloc(*len + 1);
+    evbuffer_copyout(b, p, *len);
+    p[*len] = '\0';
+    return p;
+}
+
+static void tc_close(tconn *t)
+{
+    if (alive())
+        conn_close_now(t->c, "test");
+    run();
+    assert_int_equal(w.nconns, 0);
+    evbuffer_free(t->to_cli);
+    evbuffer_free(t->to_up);
+}
+
+static long log_decisions(void)
+{
+    sl_log_tick();
+    FILE *f = fopen(logpath, "r");
+    char line[16384];
+    long n = 0;
+    while (f && fgets(line, sizeof line, f))
+        n += strstr(line, "\"event\":\"decision\"") != NULL;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* ---- scenarios ---- */
+
+#define MAXR 3
+typedef struct scenario {
+    const char *name;
+    const char *req;              /* what the client sends (%d: the port) */
+    bool client_eof;              /* the client half-closes after it */
+    const char *resp[MAXR];       /* the origin's answer to request k, sent once it arrived */
+    const char *origin[MAXR];     /* every byte the origin must receive, request by request (%d: the port) */
+    const char *want_client;      /* every byte the client must receive */
+    bool want_client_prefix;      /* want_client is a prefix (sluice's own reply) */
+    bool origin_kept;             /* the origin connection is still kept afterwards */
+    bool conn_open;               /* the client connection is open afterwards (in CS_HEAD) */
+    int decisions;
+} scenario;
+
+#define H "127.0.0.1:%d"
+static const scenario scenarios[] = {
+    { "get, Content-Length",
+      "GET http://" H "/a HTTP/1.1\r\nHost: " H "\r\nAccept: */*\r\n\r\n", false,
+      { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" },
+      { "GET /a HTTP/1.1\r\nHost: " H "\r\nAccept: */*\r\n\r\n" },
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false, true, true, 1 },
+    { "chunked both ways, extensions and trailers",
+      "POST http://" H "/u HTTP/1.1\r\nHost: " H "\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5;x=1\r\nhello\r\n0\r\nT: v\r\n\r\n", false,
+      { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;e\r\nabc\r\n1\r\nd\r\n0\r\nX-T: 1\r\n\r\n" },
+      { "POST /u HTTP/1.1\r\nHost: " H "\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\nT: v\r\n\r\n" },
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;e\r\nabc\r\n1\r\nd\r\n0\r\nX-T: 1\r\n\r\n",
+      false, true, true, 1 },
+    { "interim heads, then the final one",
+      "GET http://" H "/i HTTP/1.1\r\nHost: " H "\r\n\r\n", false,
+      { "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\n"
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" },
+      { "GET /i HTTP/1.1\r\nHost: " H "\r\n\r\n" },
+      "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false, true, true, 1 },
+    { "two pipelined requests, each its own response",
+      "GET http://" H "/1 HTTP/1.1\r\nHost: " H "\r\n\r\nGET http://" H "/2 HTTP/1.1\r\nHost: " H "\r\n\r\n", false,
+      { "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\none", "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo" },
+      { "GET /1 HTTP/1.1\r\nHost: " H "\r\n\r\n", "GET /2 HTTP/1.1\r\nHost: " H "\r\n\r\n" },
+      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\noneHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\ntwo",
+      false, true, true, 2 },
+    { "two responses to one request: the second is never delivered",
+      "GET http://" H "/x HTTP/1.1\r\nHost: " H "\r\n\r\n", false,
+      { "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nAHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nB" },
+      { "GET /x HTTP/1.1\r\nHost: " H "\r\n\r\n" },
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nA", false, false, true, 1 },
+    { "a body on a 204 is never delivered",
+      "DELETE http://" H "/d HTTP/1.1\r\nHost: " H "\r\n\r\n", false,
+      { "HTTP/1.1 204 No Content\r\n\r\nJUNK" },
+      { "DELETE /d HTTP/1.1\r\nHost: " H "\r\n\r\n" },
+      "HTTP/1.1 204 No Content\r\n\r\n", false, false, true, 1 },
+    { "a body on the answer to HEAD is never delivered",
+      "HEAD http://" H "/h HTTP/1.1\r\nHost: " H "\r\n\r\n", false,
+      { "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nJUNK" },
+      { "HEAD /h HTTP/1.1\r\nHost: " H "\r\n\r\n" },
+      "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n", false, false, true, 1 },
+    { "a malformed chunk size from the client: 400, and the origin has the head only",
+      "POST http://" H "/ HTTP/1.1\r\nHost: " H "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", false,
+      { NULL },
+      { "POST / HTTP/1.1\r\nHost: " H "\r\nTransfer-Encoding: chunked\r\n\r\n" },
+      "HTTP/1.1 400 Bad Request\r\n", true, false, false, 1 },
+    { "an early response: Connection: close, and the body stops",
+      "POST http://" H "/big HTTP/1.1\r\nHost: " H "\r\nContent-Length: 10\r\n\r\nabc", false,
+      { "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\n\r\n" },
+      { "POST /big HTTP/1.1\r\nHost: " H "\r\nContent-Length: 10\r\n\r\nabc" },
+      "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", false, false, false, 1 },
+    { "a half-close after a whole request still gets the response",
+      "GET http://" H "/hc HTTP/1.1\r\nHost: " H "\r\n\r\n", true,
+      { "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi" },
+      { "GET /hc HTTP/1.1\r\nHost: " H "\r\n\r\n" },
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi", false, false, false, 1 },
+};
+
+static char *fmt_port(const char *f)
+{
+    char *out = malloc(strlen(f) + 64);
+    /* at most four %d in a template; unused arguments are harmless */
+    sprintf(out, f, port, port, port, port);
+    return out;
+}
+
+/* Runs a scenario with the client's bytes split at cs and each response at
+ * rs (SIZE_MAX: whole); the streams read at most cchunk/uchunk bytes at a
+ * time. Asserts everything scenario says. */
+static void drive(const scenario *sc, size_t cs, size_t rs, size_t cchunk, size_t uchunk)
+{
+    long before = log_decisions();
+    tconn t;
+    tc_open(&t, cchunk, uchunk);
+    char *req = fmt_port(sc->req), *origin[MAXR] = { NULL };
+    char want_origin[4096] = "";
+    for (int k = 0; k < MAXR && sc->origin[k]; k++) {
+        origin[k] = fmt_port(sc->origin[k]);
+        strcat(want_origin, origin[k]);
+    }
+    size_t rl = strlen(req);
+    if (cs > rl)
+        cs = rl;
+    mem_send(t.cli, req, cs);
+    run();
+    if (alive())
+        mem_send(t.cli, req + cs, rl - cs);
+    run();
+    if (sc->client_eof && alive()) {
+        mem_eof(t.cli);
+        run();
+    }
+    /* The origin answers request k once the bytes of requests 0..k are in. */
+    size_t end = 0;
+    for (int k = 0; k < MAXR && sc->resp[k]; k++) {
+        end += strlen(origin[k]);
+        size_t n;
+        char *o = got(t.to_up, &n);
+        free(o);
+        if (n < end || !alive())
+            break;   /* the request never reached the origin: nothing to answer */
+        const char *r = sc->resp[k];
+        size_t len = strlen(r), cut = rs < len ? rs : len;
+        mem_send(t.up, r, cut);
+        run();
+        if (t.up_frees)
+            break;   /* dropped: the rest would go nowhere */
+        mem_send(t.up, r + cut, len - cut);
+        run();
+    }
+    size_t n;
+    char *o = got(t.to_up, &n), *cl = got(t.to_cli, &n);
+    if (strcmp(o, want_origin) != 0 ||
+        (sc->want_client_prefix ? strncmp(cl, sc->want_client, strlen(sc->want_client)) != 0
+                                : strcmp(cl, sc->want_client) != 0))
+        fail_msg("%s (client split %zu, origin split %zu, reads %zu/%zu):\n"
+                 "origin got  [%s]\nwanted      [%s]\nclient got  [%s]\nwanted      [%s]",
+                 sc->name, cs, rs, cchunk, uchunk, o, want_origin, cl, sc->want_client);
+    if (sc->conn_open) {
+        assert_true(alive());
+        assert_int_equal(t.c->state, CS_HEAD);
+        assert_int_equal(t.c->fx, sc->origin_kept ? FX_IDLE : FX_NONE);
+        assert_int_equal(t.up_frees, sc->origin_kept ? 0 : 1);
+    } else {
+        assert_true(!alive() || t.c->state == CS_CLOSING);
+    }
+    if (!sc->origin_kept)
+        assert_int_equal(t.up_frees, 1);
+    tc_close(&t);
+    assert_int_equal(log_decisions() - before, sc->decisions);
+    free(o);
+    free(cl);
+    free(req);
+    for (int k = 0; k < MAXR; k++)
+        free(origin[k]);
+}
+
+static void test_every_client_split(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++) {
+        char *req = fmt_port(scenarios[i].req);
+        size_t n = strlen(req);
+        free(req);
+        for (size_t cs = 0; cs <= n; cs++)
+            drive(&scenarios[i], cs, SIZE_MAX, 65536, 65536);
+    }
+}
+
+static void test_every_origin_split(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++) {
+        size_t n = 0;
+        for (int k = 0; k < MAXR && scenarios[i].resp[k]; k++)
+            n = strlen(scenarios[i].resp[k]) > n ? strlen(scenarios[i].resp[k]) : n;
+        for (size_t rs = 0; rs <= n; rs++)
+            drive(&scenarios[i], SIZE_MAX, rs, 65536, 65536);
+    }
+}
+
+static void test_one_byte_per_read_both_sides(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++)
+        drive(&scenarios[i], SIZE_MAX, SIZE_MAX, 1, 1);
+}
+
+/* A response head and its malformed first chunk: a 502 while nothing of
+ * the head has gone out, a cut once it has. With the origin's bytes split
+ * at every offset, the answer is a 502 exactly when the head and the bad
+ * byte arrive in one read. */
+static void test_bad_first_chunk_gives_502_unless_the_head_went_out(void **state)
+{
+    (void)state;
+    static const char head[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    static const char resp[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+    for (size_t rs = 0; rs <= strlen(resp); rs++) {
+        tconn t;
+        tc_open(&t, 65536, 65536);
+        char *req = fmt_port("GET http://" H "/c HTTP/1.1\r\nHost: " H "\r\n\r\n");
+        mem_send(t.cli, req, strlen(req));
+        run();
+        mem_send(t.up, resp, rs);
+        run();
+        if (!t.up_frees)
+            mem_send(t.up, resp + rs, strlen(resp) - rs);
+        run();
+        size_t n;
+        char *cl = got(t.to_cli, &n);
+        if (rs == strlen(head)) {
+            assert_string_equal(cl, head);   /* the head was out: the client is cut off */
+            assert_false(alive());
+        } else {
+            assert_true(strncmp(cl, "HTTP/1.1 502 Bad Gateway\r\n", 26) == 0);
+            assert_non_null(strstr(cl, "Connection: close\r\n"));
+            assert_null(strstr(cl, "Transfer-Encoding"));
+        }
+        free(cl);
+        free(req);
+        tc_close(&t);
+    }
+}
+
+/* Peers that do not read: whatever the other side sends, what sluice holds
+ * stays under its bounds, and everything arrives once the peer reads. */
+static void test_a_client_that_does_not_read_holds_the_origin_back(void **state)
+{
+    (void)state;
+    tconn t;
+    tc_open(&t, 65536, 65536);
+    t.cli->window = 0;
+    char *req = fmt_port("GET http://" H "/big HTTP/1.1\r\nHost: " H "\r\n\r\n");
+    mem_send(t.cli, req, strlen(req));
+    run();
+    enum { BODY = 8 << 20 };
+    char head[100];
+    int hl = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BODY);
+    mem_send(t.up, head, (size_t)hl);
+    char *payload = malloc(BODY);
+    for (size_t i = 0; i < BODY; i++)
+        payload[i] = (char)('a' + i % 26);
+    mem_send(t.up, payload, BODY);
+    run();
+    size_t held = evbuffer_get_length(t.c->cli->out) + evbuffer_get_length(t.c->up->in) +
+                  evbuffer_get_length(t.c->cli->in);
+    assert_true(held <= CONN_OUT_HIGH + 2 * CONN_READ_AHEAD);
+    assert_true(evbuffer_get_length(t.up->wire) >= BODY - held);   /* the rest waits at the origin */
+    mem_window(t.cli, SIZE_MAX);
+    for (int i = 0; i < 400 && evbuffer_get_length(t.to_cli) < (size_t)hl + BODY; i++)
+        run();
+    assert_int_equal(evbuffer_get_length(t.to_cli), (size_t)hl + BODY);
+    evbuffer_drain(t.to_cli, (size_t)hl);
+    assert_memory_equal(evbuffer_pullup(t.to_cli, -1), payload, BODY);
+    assert_true(alive() && t.c->fx == FX_IDLE);
+    free(payload);
+    free(req);
+    tc_close(&t);
+}
+
+static void test_endless_interim_heads_to_a_client_that_does_not_read_stay_bounded(void **state)
+{
+    (void)state;
+    tconn t;
+    tc_open(&t, 65536, 65536);
+    t.cli->window = 0;
+    char *req = fmt_port("GET http://" H "/i HTTP/1.1\r\nHost: " H "\r\n\r\n");
+    mem_send(t.cli, req, strlen(req));
+    run();
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    for (int i = 0; i < 400000; i++)   /* 10 MB of interim heads */
+        evbuffer_add(t.up->wire, cont, sizeof cont - 1);
+    mem_update(&t.up->s);
+    run();
+    size_t held = evbuffer_get_length(t.c->cli->out) + evbuffer_get_length(t.c->up->in);
+    assert_true(held <= CONN_OUT_HIGH + 2 * CONN_READ_AHEAD);
+    /* everything sluice did not hold is still at the origin */
+    assert_int_equal(evbuffer_get_length(t.up->wire), (size_t)400000 * (sizeof cont - 1) - held);
+    free(req);
+    tc_close(&t);
+}
+
+static void test_an_origin_that_does_not_read_holds_the_client_back(void **state)
+{
+    (void)state;
+    tconn t;
+    tc_open(&t, 65536, 65536);
+    t.up->window = 0;
+    enum { BODY = 4 << 20 };
+    char *req = fmt_port("PUT http://" H "/up HTTP/1.1\r\nHost: " H "\r\nContent-Length: 4194304\r\n\r\n");
+    mem_send(t.cli, req, strlen(req));
+    char *payload = calloc(1, BODY);
+    mem_send(t.cli, payload, BODY);
+    run();
+    size_t held = evbuffer_get_length(t.c->up->out) + evbuffer_get_length(t.c->cli->in);
+    assert_true(held <= CONN_OUT_HIGH + 2 * CONN_READ_AHEAD);
+    assert_true(evbuffer_get_length(t.cli->wire) >= BODY - held);
+    mem_window(t.up, SIZE_MAX);
+    for (int i = 0; i < 400 && t.c->fx != FX_AWAIT; i++)
+        run();
+    assert_int_equal(t.c->fx, FX_AWAIT);   /* the whole body went; the response is awaited */
+    char *head = fmt_port("PUT /up HTTP/1.1\r\nHost: " H "\r\nContent-Length: 4194304\r\n\r\n");
+    assert_int_equal(evbuffer_get_length(t.to_up), strlen(head) + BODY);
+    assert_memory_equal(evbuffer_pullup(t.to_up, (ev_ssize_t)strlen(head)), head, strlen(head));
+    free(head);
+    free(payload);
+    free(req);
+    tc_close(&t);
+}
+
+/* Bytes from the idle origin between requests close it; they never reach
+ * the client, and the next request does not go on it. */
+static void test_an_idle_origin_that_talks_is_dropped(void **state)
+{
+    (void)state;
+    tconn t;
+    tc_open(&t, 65536, 65536);
+    mem_send(t.up, "HTTP/1.1 200 OK\r\n\r\n", 19);
+    run();
+    assert_int_equal(t.up_frees, 1);
+    assert_null(t.c->up);
+    assert_int_equal(t.c->fx, FX_NONE);
+    size_t n;
+    char *cl = got(t.to_cli, &n);
+    assert_int_equal(n, 0);
+    free(cl);
+    tc_close(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_client_split),
+        cmocka_unit_test(test_every_origin_split),
+        cmocka_unit_test(test_one_byte_per_read_both_sides),
+        cmocka_unit_test(test_bad_first_chunk_gives_502_unless_the_head_went_out),
+        cmocka_unit_test(test_a_client_that_does_not_read_holds_the_origin_back),
+        cmocka_unit_test(test_endless_interim_heads_to_a_client_that_does_not_read_stay_bounded),
+        cmocka_unit_test(test_an_origin_that_does_not_read_holds_the_client_back),
+        cmocka_unit_test(test_an_idle_origin_that_talks_is_dropped),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
