@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "text.h"
+
 #define LINE_MAX_BYTES 1024
 
 /* ---- A small open-addressing hash table ----
@@ -330,16 +332,12 @@ static const psl_ctx_t *psl_get(void)
 
 static void put_err(char *err, size_t errcap, const char *msg, const char *tok, size_t toklen)
 {
-    /* Quote at most 80 bytes of the offending text, control bytes shown as
-     * '?' so that a message cannot drive a terminal. */
-    char q[81];
-    size_t n = toklen > 80 ? 80 : toklen;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)tok[i];
-        q[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    q[n] = '\0';
-    snprintf(err, errcap, "%s: '%s%s'", msg, q, toklen > 80 ? "..." : "");
+    /* Quote at most 80 bytes of the offending text (then "..."), control
+     * bytes shown as '?' so that a message cannot drive a terminal; a
+     * Unicode host name stays readable. */
+    char q[80 + 4];
+    sl_display_untrusted(tok, toklen, q, sizeof q, SL_DISPLAY_KEEP_HIGH);
+    snprintf(err, errcap, "%s: '%s'", msg, q);
 }
 
 /* Parses one entry token (no spaces, no comment) into e. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "growbuf.h"
+#include "text.h"
 
 /* A lockfile of 100,000 npm packages is about 40 MiB; anything over this is
  * not a lockfile, and reading it whole would only cost memory. */
@@ -336,16 +337,15 @@ static unsigned long str_hash(const char *s)
  * requirements file) is one problem, told once. */
 static void report_err(driver *drv, const char *file, int line, const char *msg)
 {
-    char buf[4096 + sizeof(((sl_lockerr *)0)->msg) + 32];   /* a PATH_MAX path and a message */
+    char raw[4096 + sizeof(((sl_lockerr *)0)->msg) + 32];   /* a PATH_MAX path and a message */
     if (line > 0)
-        snprintf(buf, sizeof buf, "%s:%d: %s", file, line, msg);
+        snprintf(raw, sizeof raw, "%s:%d: %s", file, line, msg);
     else
-        snprintf(buf, sizeof buf, "%s: %s", file, msg);
+        snprintf(raw, sizeof raw, "%s: %s", file, msg);
     /* Names and messages quote untrusted bytes: no control characters
-     * reach the terminal. */
-    for (char *c = buf; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?';
+     * reach the terminal. (Room for all of raw: nothing is cut here.) */
+    char buf[sizeof raw + 3];
+    sl_display_untrusted(raw, strlen(raw), buf, sizeof buf, SL_DISPLAY_KEEP_HIGH);
     unsigned long h = str_hash(buf);
     for (size_t i = 0; i < drv->nmsgs; i++)
         if (drv->msgs[i].hash == h && !strcmp(drv->msgs[i].text, buf))

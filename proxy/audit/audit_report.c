@@ -10,6 +10,7 @@
 #include "host.h"
 #include "json.h"
 #include "netclass.h"
+#include "text.h"
 
 #define HOST_KEEP 1024      /* longest host text kept per destination */
 #define TS_LEN 32
@@ -561,18 +562,7 @@ void sl_audit_json_str(FILE *out, const char *str, size_t len)
 
 size_t sl_audit_text(FILE *out, const char *str, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t cols = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\') {
-            putc(s[i], out);
-            cols++;
-        } else {
-            fprintf(out, "\\x%02x", s[i]);
-            cols += 4;
-        }
-    }
-    return cols;
+    return sl_display_write(out, str, len, SL_DISPLAY_HEX);
 }
 
 static void pad(FILE *out, size_t have, size_t want)
@@ -605,8 +595,8 @@ static size_t dest_width(const dest *d)
 {
     size_t w = d->host_len ? 0 : 9;
     for (size_t i = 0; i < d->host_len; i++) {
-        unsigned char c = (unsigned char)d->host[i];
-        w += c >= 0x20 && c < 0x7f && c != '\\' ? 1 : 4;
+        char form[4];
+        w += sl_display_byte((unsigned char)d->host[i], SL_DISPLAY_HEX, form);
     }
     if (memchr(d->host, ':', d->host_len))
         w += 2;
