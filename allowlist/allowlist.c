@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "netclass.h"
 #include "text.h"
 
 #define LINE_MAX_BYTES 1024
@@ -623,15 +624,23 @@ const char *sl_entry_format(const sl_entry *e, char *buf, size_t cap)
     return buf;
 }
 
-const char *sl_allowlist_suggest(const sl_host *h, int port, bool connect,
-                                 const sl_ports *connect_ports, const sl_ports *http_ports,
-                                 char *buf, size_t cap)
+bool sl_allowlist_suggest(const sl_host *h, int port, bool connect, const sl_ports *connect_ports,
+                          const sl_ports *http_ports, char *buf, size_t cap)
 {
+    if (cap)
+        buf[0] = '\0';
+    if (h->kind != SL_HOST_NAME) {
+        /* Whatever the allowlist says, the gate refuses it as
+         * non_public_address: a line for it would only mislead. */
+        sl_cidr_list none = { NULL, 0 };
+        if (!sl_classify(&h->addr, none, none, NULL, 0).is_public)
+            return false;
+    }
     char host[SL_HOST_MAX + 3];
     sl_host_authority(h, host, sizeof host);
     if (sl_ports_has(connect ? connect_ports : http_ports, port))
         snprintf(buf, cap, "%s", host);
     else
         snprintf(buf, cap, "%s:%d", host, port);
-    return buf;
+    return true;
 }
