@@ -5,7 +5,9 @@
  * into a requirement and options, "-r"/"-c" files read in place, and the
  * index options folded in order into one search scope that applies to the
  * whole install. pip.conf in the project ([global], then [install]) is the
- * starting scope.
+ * starting scope. A requirements file that another file of the run
+ * includes is one install with it: the driver reads it only through that
+ * file (pip_includes tells it which), with that file's options.
  *
  * What is emitted:
  * - every direct URL (name @ URL, bare archive URLs, VCS URLs), with
@@ -1064,6 +1066,16 @@ static bool emit_sources(pipctx *c, const srcv *v)
     return true;
 }
 
+static void pipctx_free(pipctx *c)
+{
+    for (size_t i = 0; i < c->ndefer; i++)
+        free(c->defer[i].url);
+    free(c->defer);
+    srcv_free(&c->sc.index);
+    srcv_free(&c->sc.find_links);
+    strv_free(&c->visited);
+}
+
 static bool read_requirements(const char *path, const char *data, size_t len, sl_project *proj,
                               sl_derived *out, sl_lockerr *err)
 {
@@ -1114,15 +1126,31 @@ static bool read_requirements(const char *path, const char *data, size_t len, sl
             ok = emit_sources(&c, &c.sc.find_links);
     }
 
-    for (size_t i = 0; i < c.ndefer; i++)
-        free(c.defer[i].url);
-    free(c.defer);
-    srcv_free(&c.sc.index);
-    srcv_free(&c.sc.find_links);
-    strv_free(&c.visited);
+    pipctx_free(&c);
     if (have_conf)
         pipconf_free(&pc);
     return ok;
+}
+
+/* The files a requirements file reads through -r and -c, all the way
+ * down: read it as for real (without pip.conf, which changes no include),
+ * into a set that is thrown away, and report what it visited. */
+static void pip_includes(const char *path, const char *data, size_t len, sl_project *proj,
+                         void (*found)(void *ctx, const char *path), void *ctx)
+{
+    if (!strcmp(base_name(path), "pip.conf"))
+        return;
+    sl_lockerr err = { .msg = "" };
+    pipctx c = { .proj = proj, .out = sl_derived_new(), .err = &err, .top = path };
+    (void)read_file(&c, base_name(path), path, data, len, false);
+    for (size_t i = 0; i < c.visited.n; i++) {
+        const char *p = NULL;
+        sl_lockerr e = { .msg = "" };
+        if (sl_project_file(proj, c.visited.v[i] + 2, NULL, &p, &e) && p)
+            found(ctx, p);
+    }
+    pipctx_free(&c);
+    sl_derived_free(c.out);
 }
 
 static bool read_pip(const char *path, const char *data, size_t len, sl_project *proj,
@@ -1143,4 +1171,5 @@ const sl_lockreader sl_reader_pip = {
     .name = "pip",
     .recognises = recognises,
     .read = read_pip,
+    .includes = pip_includes,
 };
