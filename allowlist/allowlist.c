@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "netclass.h"
+#include "text.h"
+
 #define LINE_MAX_BYTES 1024
 
 /* ---- A small open-addressing hash table ----
@@ -330,16 +333,12 @@ static const psl_ctx_t *psl_get(void)
 
 static void put_err(char *err, size_t errcap, const char *msg, const char *tok, size_t toklen)
 {
-    /* Quote at most 80 bytes of the offending text, control bytes shown as
-     * '?' so that a message cannot drive a terminal. */
-    char q[81];
-    size_t n = toklen > 80 ? 80 : toklen;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)tok[i];
-        q[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    q[n] = '\0';
-    snprintf(err, errcap, "%s: '%s%s'", msg, q, toklen > 80 ? "..." : "");
+    /* Quote at most 80 bytes of the offending text (then "..."), control
+     * bytes shown as '?' so that a message cannot drive a terminal; a
+     * Unicode host name stays readable. */
+    char q[80 + 4];
+    sl_display_untrusted(tok, toklen, q, sizeof q, SL_DISPLAY_KEEP_HIGH);
+    snprintf(err, errcap, "%s: '%s'", msg, q);
 }
 
 /* Parses one entry token (no spaces, no comment) into e. */
@@ -625,15 +624,23 @@ const char *sl_entry_format(const sl_entry *e, char *buf, size_t cap)
     return buf;
 }
 
-const char *sl_allowlist_suggest(const sl_host *h, int port, bool connect,
-                                 const sl_ports *connect_ports, const sl_ports *http_ports,
-                                 char *buf, size_t cap)
+bool sl_allowlist_suggest(const sl_host *h, int port, bool connect, const sl_ports *connect_ports,
+                          const sl_ports *http_ports, char *buf, size_t cap)
 {
+    if (cap)
+        buf[0] = '\0';
+    if (h->kind != SL_HOST_NAME) {
+        /* Whatever the allowlist says, the gate refuses it as
+         * non_public_address: a line for it would only mislead. */
+        sl_cidr_list none = { NULL, 0 };
+        if (!sl_classify(&h->addr, none, none, NULL, 0).is_public)
+            return false;
+    }
     char host[SL_HOST_MAX + 3];
     sl_host_authority(h, host, sizeof host);
     if (sl_ports_has(connect ? connect_ports : http_ports, port))
         snprintf(buf, cap, "%s", host);
     else
         snprintf(buf, cap, "%s:%d", host, port);
-    return buf;
+    return true;
 }

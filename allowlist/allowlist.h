@@ -74,10 +74,14 @@ sl_match_result sl_allowlist_match(const sl_allowlist *al, const sl_host *h, int
 /* The text of an entry as a line of an allowlist file (no comment). */
 const char *sl_entry_format(const sl_entry *e, char *buf, size_t cap); /* cap >= 270 */
 
-/* The exact line that would allow host:port for this kind of request: a bare
- * host when the port is a default one for it, host:port otherwise. */
-const char *sl_allowlist_suggest(const sl_host *h, int port, bool connect,
-                                 const sl_ports *connect_ports, const sl_ports *http_ports,
-                                 char *buf, size_t cap);
+/* The exact line that would allow host:port for this kind of request, into
+ * buf: a bare host when the port is a default one for it, host:port
+ * otherwise; true. An IP literal that is not a public address
+ * (sl_classify's built-in rules: private, loopback, link-local, cloud
+ * metadata, ...) gets no line, since none would let it through: false,
+ * and buf is the empty string. allow_cidr and deny_cidr are not consulted,
+ * so a literal that only an allow_cidr admits gets no line either. */
+bool sl_allowlist_suggest(const sl_host *h, int port, bool connect, const sl_ports *connect_ports,
+                          const sl_ports *http_ports, char *buf, size_t cap);
 
 #endif

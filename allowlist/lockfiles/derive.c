@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "growbuf.h"
+#include "text.h"
 
 #define KEY_CAP 272                /* sl_entry_format needs >= 270 */
 
@@ -155,26 +156,6 @@ static void add_file(sl_derived *d, dentry *de, const char *file)
         de->e.file = name;
 }
 
-/* Untrusted text for a message: printable ASCII kept, the rest escaped,
- * long text cut with "...". */
-static const char *show(const char *s, size_t len, char *buf, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (k + 8 >= cap) {
-            memcpy(buf + k, "...", 4);
-            return buf;
-        }
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            buf[k++] = (char)c;
-        else
-            k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", c);
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
 bool sl_derived_add(sl_derived *d, const char *host, size_t host_len, int port, const char *file,
                     char *err, size_t errcap)
 {
@@ -185,7 +166,7 @@ bool sl_derived_add(sl_derived *d, const char *host, size_t host_len, int port, 
     if (port < 1 || port > 65535) {
         char shown[96];
         snprintf(err, errcap, "invalid port %d for host '%s'", port,
-                 show(host, host_len, shown, sizeof shown));
+                 sl_display_untrusted(host, host_len, shown, sizeof shown, SL_DISPLAY_HEX));
         return false;
     }
     if (d->last_valid && port == d->last_port && host_len == d->last_raw_len &&
@@ -201,7 +182,8 @@ bool sl_derived_add(sl_derived *d, const char *host, size_t host_len, int port, 
     if (host_len > 0 && host[0] != '[' && memchr(host, ':', host_len)) {
         if (host_len + 2 >= sizeof buf) {
             char shown[96];
-            snprintf(err, errcap, "invalid host '%s': too long", show(host, host_len, shown, sizeof shown));
+            snprintf(err, errcap, "invalid host '%s': too long",
+                     sl_display_untrusted(host, host_len, shown, sizeof shown, SL_DISPLAY_HEX));
             return false;
         }
         buf[0] = '[';
@@ -214,7 +196,8 @@ bool sl_derived_add(sl_derived *d, const char *host, size_t host_len, int port, 
     const char *why = NULL;
     if (!sl_host_parse_config(text, text_len, &h, &why)) {
         char shown[96];
-        snprintf(err, errcap, "invalid host '%s': %s", show(host, host_len, shown, sizeof shown),
+        snprintf(err, errcap, "invalid host '%s': %s",
+                 sl_display_untrusted(host, host_len, shown, sizeof shown, SL_DISPLAY_HEX),
                  why ? why : "not a host name");
         return false;
     }
@@ -248,7 +231,8 @@ int sl_derived_add_url(sl_derived *d, const char *url, size_t len, const char *f
         if (!has_scheme || local)
             return 0;
         char shown[224];
-        snprintf(err, errcap, "invalid URL '%s'", show(url, len, shown, sizeof shown));
+        snprintf(err, errcap, "invalid URL '%s'",
+                 sl_display_untrusted(url, len, shown, sizeof shown, SL_DISPLAY_HEX));
         return -1;
     }
     if (u.port < 0) {
@@ -257,7 +241,7 @@ int sl_derived_add_url(sl_derived *d, const char *url, size_t len, const char *f
         if (after < end && *after == ']')
             after++;
         char shown[224];
-        show(url, len, shown, sizeof shown);
+        sl_display_untrusted(url, len, shown, sizeof shown, SL_DISPLAY_HEX);
         if (after < end && *after == ':')
             snprintf(err, errcap, "invalid port in URL '%s'", shown);
         else
@@ -309,8 +293,7 @@ const sl_entry *sl_derived_entry(sl_derived *d, size_t i, const char *const **fi
  * its own to the allowlist. */
 static void put_comment_text(const char *s, FILE *out)
 {
-    for (; *s; s++)
-        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, out);
+    sl_display_write(out, s, strlen(s), SL_DISPLAY_KEEP_HIGH);
 }
 
 void sl_derived_print(sl_derived *d, FILE *out)

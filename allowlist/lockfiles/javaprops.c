@@ -6,22 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-size_t sl_javaprops_utf8(char *out, unsigned cp)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-}
+#include "text.h"
 
 int sl_javaprops_get(const char *data, size_t len, const char *key, char *out, size_t cap)
 {
@@ -90,16 +75,12 @@ int sl_javaprops_get(const char *data, size_t len, const char *key, char *out, s
                 else if (nx == 'u') {
                     unsigned cp = 0;
                     for (int d = 0; d < 4 && i < len; d++, i++) {
-                        char h = data[i];
-                        int v = (h >= '0' && h <= '9')   ? h - '0'
-                                : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                : (h >= 'A' && h <= 'F') ? h - 'A' + 10
-                                                         : -1;
+                        int v = sl_hexval((unsigned char)data[i]);
                         if (v < 0)
                             break;
                         cp = cp * 16 + (unsigned)v;
                     }
-                    on = sl_javaprops_utf8(oc, cp);
+                    on = sl_utf8_encode(cp, oc);
                 } else
                     oc[0] = nx;
                 if (k + on < sizeof buf) {

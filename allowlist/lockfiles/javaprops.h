@@ -12,8 +12,4 @@
  * Returns the line the key is on, 0 when it is absent (out untouched). */
 int sl_javaprops_get(const char *data, size_t len, const char *key, char *out, size_t cap);
 
-/* A \uXXXX code unit as UTF-8 (1 to 3 bytes written to out; returns how
- * many). Groovy and Kotlin strings use the same escape. */
-size_t sl_javaprops_utf8(char *out, unsigned cp);
-
 #endif

@@ -29,6 +29,7 @@
 #include <yaml.h>
 
 #include "growbuf.h"
+#include "text.h"
 
 #define MIRRORS_MAX 256
 
@@ -69,13 +70,7 @@ typedef struct srcsec {
 /* Untrusted text for a message: printable ASCII, the rest as '?', cut. */
 static const char *shown(span t, char *buf, size_t cap)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < t.n && k + 4 < cap; i++)
-        buf[k++] = (t.s[i] >= 0x20 && t.s[i] < 0x7f) ? t.s[i] : '?';
-    if (k + 4 >= cap && t.n > k)
-        memcpy(buf + k, "...", 3), k += 3;
-    buf[k] = '\0';
-    return buf;
+    return sl_display_untrusted(t.s, t.n, buf, cap, SL_DISPLAY_QMARK);
 }
 
 /* Settings.normalize_uri: the URL with a trailing '/', as a key

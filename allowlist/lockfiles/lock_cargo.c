@@ -27,6 +27,7 @@
  * environment variables, [http] proxy, and rustup toolchain downloads
  * (LOCKFILES.md §4). */
 #include "lockfile.h"
+#include "text.h"
 #include "toml.h"
 
 #include <stdlib.h>
@@ -79,18 +80,6 @@ static const char *toml_text(const sl_toml *v, size_t *len)
     return s;
 }
 
-/* Untrusted text for a message: printable ASCII, the rest as '?', cut. */
-static const char *shown(const char *s, size_t len, char *buf, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < len && k + 4 < cap; i++)
-        buf[k++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-    if (k + 4 >= cap && len > k)
-        memcpy(buf + k, "...", 3), k += 3;
-    buf[k] = '\0';
-    return buf;
-}
-
 static bool starts(const char *s, size_t len, const char *prefix)
 {
     size_t n = strlen(prefix);
@@ -128,17 +117,6 @@ static bool url_eq(const char *a, size_t alen, const char *b, size_t blen)
     return github ? !strncasecmp(a + ha, b + hb, alen - ha) : !memcmp(a + ha, b + hb, alen - ha);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A git reference from a lockfile query ("branch=x", "tag=x", "rev=x"),
  * percent-decoded (lockfile v4 encodes it). False if it does not fit. */
 static bool decode_ref(const char *q, size_t len, char *out, size_t cap)
@@ -146,8 +124,8 @@ static bool decode_ref(const char *q, size_t len, char *out, size_t cap)
     size_t k = 0;
     for (size_t i = 0; i < len; i++) {
         char c = q[i];
-        if (c == '%' && i + 2 < len && hexval(q[i + 1]) >= 0 && hexval(q[i + 2]) >= 0) {
-            c = (char)(hexval(q[i + 1]) * 16 + hexval(q[i + 2]));
+        if (c == '%' && i + 2 < len && sl_hexval(q[i + 1]) >= 0 && sl_hexval(q[i + 2]) >= 0) {
+            c = (char)(sl_hexval(q[i + 1]) * 16 + sl_hexval(q[i + 2]));
             i += 2;
         }
         if (k + 1 >= cap)
@@ -382,7 +360,7 @@ static bool add_url(cargo *c, const char *url, size_t len, bool with_cfg, const 
         return true;               /* a local path or file: URL: nothing to reach */
     if (u.port < 0) {
         sl_lockerr_set(c->err, errfile, errline, "no usable port in '%s'",
-                       shown(url, len, tmp, sizeof tmp));
+                       sl_display_untrusted(url, len, tmp, sizeof tmp, SL_DISPLAY_QMARK));
         return false;
     }
     if (!sl_derived_add(c->out, u.host, u.host_len, u.port, c->lock, msg, sizeof msg) ||
@@ -413,7 +391,7 @@ static bool add_source(cargo *c, const char *s, size_t len, int line)
     srcid id;
     if (!parse_lock_source(s, len, &id)) {
         sl_lockerr_set(c->err, c->lock, line, "unsupported package source '%s'%s",
-                       shown(s, len, tmp, sizeof tmp),
+                       sl_display_untrusted(s, len, tmp, sizeof tmp, SL_DISPLAY_QMARK),
                        starts(s, len, "git+") ? " (cargo wants a URL: ssh://git@host/path, "
                                                 "not scp-style git@host:path)" : "");
         return false;

@@ -23,6 +23,7 @@
  * of source URLs, and perforce sources. */
 #include "jsonload.h"
 #include "lockfile.h"
+#include "text.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -44,13 +45,7 @@ typedef struct composer {
 /* Untrusted text for a message: printable ASCII, the rest as '?', cut. */
 static const char *shown(const char *s, char *buf, size_t cap)
 {
-    size_t k = 0, len = strlen(s);
-    for (size_t i = 0; i < len && k + 4 < cap; i++)
-        buf[k++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-    if (k + 4 >= cap && len > k)
-        memcpy(buf + k, "...", 3), k += 3;
-    buf[k] = '\0';
-    return buf;
+    return sl_display_untrusted(s, strlen(s), buf, cap, SL_DISPLAY_QMARK);
 }
 
 /* A JSON string without embedded NULs, or NULL. */

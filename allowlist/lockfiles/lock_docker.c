@@ -525,7 +525,9 @@ static bool valid_digest(const char *s, size_t n)
     return true;
 }
 
-/* Printable form of a reference for messages: UNKNOWN shown as "?". */
+/* Printable form of a reference for messages: UNKNOWN shown as "?", any
+ * other control byte as '.', so that a value known only at build time is
+ * told from a byte in the file (why this is not sl_display_untrusted). */
 static void show(const char *s, size_t n, char *buf, size_t cap)
 {
     size_t k = 0;

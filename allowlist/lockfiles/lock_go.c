@@ -48,6 +48,7 @@
 #include <strings.h>
 
 #include "growbuf.h"
+#include "text.h"
 
 #define PATH_MAX_LEN 1024          /* longer module paths are refused */
 #define DEFAULT_GOPROXY "https://proxy.golang.org,direct"
@@ -132,13 +133,7 @@ static int span_cmp(span a, span b)
 /* Untrusted text for a message: printable ASCII, the rest as '?', cut. */
 static const char *shown(span t, char *buf, size_t cap)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < t.n && k + 4 < cap; i++)
-        buf[k++] = (t.s[i] >= 0x20 && t.s[i] < 0x7f) ? t.s[i] : '?';
-    if (k + 4 >= cap && t.n > k)
-        memcpy(buf + k, "...", 3), k += 3;
-    buf[k] = '\0';
-    return buf;
+    return sl_display_untrusted(t.s, t.n, buf, cap, SL_DISPLAY_QMARK);
 }
 
 static const char *base_name(const char *path)

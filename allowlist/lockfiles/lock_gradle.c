@@ -53,6 +53,7 @@
 
 #include "growbuf.h"
 #include "javaprops.h"
+#include "text.h"
 
 #define MAX_TOKENS 2000000
 #define MAX_NESTING 256          /* open ( and { at once */
@@ -711,10 +712,12 @@ static void eval_string(const analysis *an, const tok *t, bool kts, strval *v)
                 sv_put(v, '\n');
             else if (nx == 't')
                 sv_put(v, '\t');
-            else if (nx == 'u' && e - s >= 4) {
+            else if (nx == 'u' && e - s >= 4 && sl_hex_value(s, 4) >= 0) {
+                /* Groovy and Kotlin strings: \uXXXX, exactly four digits.
+                 * Anything else does not compile; here it reads like any
+                 * other unknown escape (the 'u' kept). */
                 char oc[4];
-                unsigned cp = (unsigned)strtoul((char[]){s[0], s[1], s[2], s[3], 0}, NULL, 16);
-                size_t on = sl_javaprops_utf8(oc, cp);
+                size_t on = sl_utf8_encode((uint32_t)sl_hex_value(s, 4), oc);
                 for (size_t k = 0; k < on; k++)
                     sv_put(v, oc[k]);
                 s += 4;

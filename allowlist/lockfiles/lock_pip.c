@@ -5,7 +5,9 @@
  * into a requirement and options, "-r"/"-c" files read in place, and the
  * index options folded in order into one search scope that applies to the
  * whole install. pip.conf in the project ([global], then [install]) is the
- * starting scope.
+ * starting scope. A requirements file that another file of the run
+ * includes is one install with it: the driver reads it only through that
+ * file (pip_includes tells it which), with that file's options.
  *
  * What is emitted:
  * - every direct URL (name @ URL, bare archive URLs, VCS URLs), with
@@ -25,6 +27,7 @@
 #include "growbuf.h"
 #include "lockfile.h"
 #include "pyindex.h"
+#include "text.h"
 
 /* pip recurses without a limit (and dies of RecursionError on a cycle);
  * real projects nest two or three deep. */
@@ -258,7 +261,8 @@ static bool conf_option(pipconf *c, int rank, const char *key, const char *val, 
         int b = bool_value(s, n);
         if (b < 0) {
             char t[48];
-            sl_lockerr_set(err, c->path, line, "no-index: '%s' is not a boolean", sl_pyshow(s, n, t, sizeof t));
+            sl_lockerr_set(err, c->path, line, "no-index: '%s' is not a boolean",
+                           sl_display_untrusted(s, n, t, sizeof t, SL_DISPLAY_QMARK));
             return false;
         }
         if (rank >= c->sect_rank[3]) {
@@ -343,7 +347,8 @@ static bool pipconf_parse(pipconf *c, const char *path, const char *data, size_t
                     if (!strcmp(sections.v[i], name)) {
                         char t[72];
                         sl_lockerr_set(err, path, lineno, "section [%s] appears twice",
-                                       sl_pyshow(name, strlen(name), t, sizeof t));
+                                       sl_display_untrusted(name, strlen(name), t, sizeof t,
+                                                            SL_DISPLAY_QMARK));
                         free(name);
                         ok = false;
                         goto done;
@@ -387,7 +392,8 @@ static bool pipconf_parse(pipconf *c, const char *path, const char *data, size_t
             if (!strcmp(keys.v[i], key)) {
                 char t[72];
                 sl_lockerr_set(err, path, lineno, "key '%s' appears twice in its section",
-                               sl_pyshow(key, strlen(key), t, sizeof t));
+                               sl_display_untrusted(key, strlen(key), t, sizeof t,
+                                                    SL_DISPLAY_QMARK));
                 ok = false;
                 goto done;
             }
@@ -532,7 +538,8 @@ static bool requirement(pipctx *c, const char *r, size_t n, bool editable, bool 
     if (!ok) {
         char msg[200];
         char t[72];
-        snprintf(msg, sizeof msg, "not a requirement: '%s'", sl_pyshow(r, n, t, sizeof t));
+        snprintf(msg, sizeof msg, "not a requirement: '%s'",
+                 sl_display_untrusted(r, n, t, sizeof t, SL_DISPLAY_QMARK));
         return fail(c, file, line, msg);
     }
     if (!constraint)
@@ -659,7 +666,8 @@ static bool parse_options(pipctx *c, strv *toks, lineopts *lo, const char *file,
             if (amb) {
                 char msg[160];
                 char sh[72];
-                snprintf(msg, sizeof msg, "ambiguous option '%s'", sl_pyshow(t, strlen(t), sh, sizeof sh));
+                snprintf(msg, sizeof msg, "ambiguous option '%s'",
+                         sl_display_untrusted(t, strlen(t), sh, sizeof sh, SL_DISPLAY_QMARK));
                 return fail(c, file, line, msg);
             }
             if (!d)
@@ -682,7 +690,8 @@ static bool parse_options(pipctx *c, strv *toks, lineopts *lo, const char *file,
             if (value && t[1] == '-') {
                 char msg[160];
                 char sh[72];
-                snprintf(msg, sizeof msg, "option '%s' takes no value", sl_pyshow(t, strlen(t), sh, sizeof sh));
+                snprintf(msg, sizeof msg, "option '%s' takes no value",
+                         sl_display_untrusted(t, strlen(t), sh, sizeof sh, SL_DISPLAY_QMARK));
                 return fail(c, file, line, msg);
             }
             if (d->id == O_NO_INDEX)
@@ -693,7 +702,8 @@ static bool parse_options(pipctx *c, strv *toks, lineopts *lo, const char *file,
             if (i + 1 >= toks->n) {
                 char msg[160];
                 char sh[72];
-                snprintf(msg, sizeof msg, "option '%s' requires a value", sl_pyshow(t, strlen(t), sh, sizeof sh));
+                snprintf(msg, sizeof msg, "option '%s' requires a value",
+                         sl_display_untrusted(t, strlen(t), sh, sizeof sh, SL_DISPLAY_QMARK));
                 return fail(c, file, line, msg);
             }
             value = toks->v[++i];
@@ -786,25 +796,27 @@ static bool include(pipctx *c, const char *rel, const char *file, int line, cons
         inc += 5;
     else if (is_url(inc, il) || sl_pyurl_has_scheme(inc, il)) {
         snprintf(msg, sizeof msg, "'%s' is included by URL, which cannot be read offline",
-                 sl_pyshow(inc, il, shown, sizeof shown));
+                 sl_display_untrusted(inc, il, shown, sizeof shown, SL_DISPLAY_QMARK));
         return fail(c, file, line, msg);
     }
     if (!*inc)
         return fail(c, file, line, "empty file name to include");
     char *target = join_rel(rel, inc);
     if (!target) {
-        snprintf(msg, sizeof msg, "'%s' is not a file", sl_pyshow(inc, strlen(inc), shown, sizeof shown));
+        snprintf(msg, sizeof msg, "'%s' is not a file",
+                 sl_display_untrusted(inc, strlen(inc), shown, sizeof shown, SL_DISPLAY_QMARK));
         return fail(c, file, line, msg);
     }
     for (int i = 0; i < c->depth; i++)
         if (!strcmp(c->stack[i], target)) {
             /* Name the loop: "a.txt -> b.txt -> a.txt". */
             size_t k = (size_t)snprintf(msg, sizeof msg, "include cycle: ");
-            for (int j = i; j < c->depth && k < sizeof msg; j++)
-                k += (size_t)snprintf(msg + k, sizeof msg - k, "%s -> ",
-                                      sl_pyshow(c->stack[j], strlen(c->stack[j]), shown, sizeof shown));
-            if (k < sizeof msg)
-                snprintf(msg + k, sizeof msg - k, "%s", sl_pyshow(target, strlen(target), shown, sizeof shown));
+            for (int j = i; j <= c->depth && k < sizeof msg; j++) {
+                const char *name = j < c->depth ? c->stack[j] : target;
+                k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s", j > i ? " -> " : "",
+                                      sl_display_untrusted(name, strlen(name), shown, sizeof shown,
+                                                           SL_DISPLAY_QMARK));
+            }
             free(target);
             return fail(c, file, line, msg);
         }
@@ -832,12 +844,12 @@ static bool include(pipctx *c, const char *rel, const char *file, int line, cons
     const char *path = NULL;
     const char *data = sl_project_file(c->proj, target, &len, &path, &e);
     if (!data) {
+        const char *name = path ? path : target;
+        sl_display_untrusted(name, strlen(name), shown, sizeof shown, SL_DISPLAY_QMARK);
         if (e.msg[0])
-            snprintf(msg, sizeof msg, "cannot read included file '%s': %.300s",
-                     sl_pyshow(path ? path : target, strlen(path ? path : target), shown, sizeof shown), e.msg);
+            snprintf(msg, sizeof msg, "cannot read included file '%s': %.300s", shown, e.msg);
         else
-            snprintf(msg, sizeof msg, "included file '%s' does not exist",
-                     sl_pyshow(path ? path : target, strlen(path ? path : target), shown, sizeof shown));
+            snprintf(msg, sizeof msg, "included file '%s' does not exist", shown);
         free(target);
         return fail(c, file, line, msg);
     }
@@ -1054,6 +1066,16 @@ static bool emit_sources(pipctx *c, const srcv *v)
     return true;
 }
 
+static void pipctx_free(pipctx *c)
+{
+    for (size_t i = 0; i < c->ndefer; i++)
+        free(c->defer[i].url);
+    free(c->defer);
+    srcv_free(&c->sc.index);
+    srcv_free(&c->sc.find_links);
+    strv_free(&c->visited);
+}
+
 static bool read_requirements(const char *path, const char *data, size_t len, sl_project *proj,
                               sl_derived *out, sl_lockerr *err)
 {
@@ -1104,15 +1126,31 @@ static bool read_requirements(const char *path, const char *data, size_t len, sl
             ok = emit_sources(&c, &c.sc.find_links);
     }
 
-    for (size_t i = 0; i < c.ndefer; i++)
-        free(c.defer[i].url);
-    free(c.defer);
-    srcv_free(&c.sc.index);
-    srcv_free(&c.sc.find_links);
-    strv_free(&c.visited);
+    pipctx_free(&c);
     if (have_conf)
         pipconf_free(&pc);
     return ok;
+}
+
+/* The files a requirements file reads through -r and -c, all the way
+ * down: read it as for real (without pip.conf, which changes no include),
+ * into a set that is thrown away, and report what it visited. */
+static void pip_includes(const char *path, const char *data, size_t len, sl_project *proj,
+                         void (*found)(void *ctx, const char *path), void *ctx)
+{
+    if (!strcmp(base_name(path), "pip.conf"))
+        return;
+    sl_lockerr err = { .msg = "" };
+    pipctx c = { .proj = proj, .out = sl_derived_new(), .err = &err, .top = path };
+    (void)read_file(&c, base_name(path), path, data, len, false);
+    for (size_t i = 0; i < c.visited.n; i++) {
+        const char *p = NULL;
+        sl_lockerr e = { .msg = "" };
+        if (sl_project_file(proj, c.visited.v[i] + 2, NULL, &p, &e) && p)
+            found(ctx, p);
+    }
+    pipctx_free(&c);
+    sl_derived_free(c.out);
 }
 
 static bool read_pip(const char *path, const char *data, size_t len, sl_project *proj,
@@ -1133,4 +1171,5 @@ const sl_lockreader sl_reader_pip = {
     .name = "pip",
     .recognises = recognises,
     .read = read_pip,
+    .includes = pip_includes,
 };

@@ -16,6 +16,7 @@
 #include "jsonload.h"
 #include "lockfile.h"
 #include "pyindex.h"
+#include "text.h"
 
 static bool recognises(const char *base)
 {
@@ -88,16 +89,18 @@ static bool use_index(pipenv *p, const char *pkg, const char *name)
     }
     char a[104], b[104];
     return fail(p, pkg, "package '%s' names index '%s', which _meta.sources does not list",
-                sl_pyshow(pkg, strlen(pkg), a, sizeof a), sl_pyshow(name, strlen(name), b, sizeof b));
+                sl_display_untrusted(pkg, strlen(pkg), a, sizeof a, SL_DISPLAY_QMARK),
+                sl_display_untrusted(name, strlen(name), b, sizeof b, SL_DISPLAY_QMARK));
 }
 
 static bool package(pipenv *p, const char *group, const char *name, json_t *v)
 {
     char g[64], n[104];
-    sl_pyshow(name, strlen(name), n, sizeof n);
+    sl_display_untrusted(name, strlen(name), n, sizeof n, SL_DISPLAY_QMARK);
     if (!json_is_object(v))
         return fail(p, name, "%s.%s: a package entry is not an object",
-                    sl_pyshow(group, strlen(group), g, sizeof g), n);
+                    sl_display_untrusted(group, strlen(group), g, sizeof g, SL_DISPLAY_QMARK),
+                    n);
     char msg[512];
     sl_pyprov prov = { { p->path } };
     static const char *const vcs_keys[] = { "git", "hg", "svn", "bzr" };
@@ -181,7 +184,8 @@ static bool read_pipenv(const char *path, const char *data, size_t len, sl_proje
         if (!json_is_object(pkgs)) {
             char g[104];
             sl_lockerr_set(err, path, 0, "\"%s\" is not an object of packages",
-                           sl_pyshow(group, strlen(group), g, sizeof g));
+                           sl_display_untrusted(group, strlen(group), g, sizeof g,
+                                                SL_DISPLAY_QMARK));
             ok = false;
             goto out;
         }

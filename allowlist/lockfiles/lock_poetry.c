@@ -17,6 +17,7 @@
 
 #include "lockfile.h"
 #include "pylock.h"
+#include "text.h"
 
 static bool recognises(const char *base)
 {
@@ -97,7 +98,7 @@ static bool package(poetry *p, const sl_toml *pkg)
     if (!url) {
         char t[48];
         sl_lockerr_set(err, path, line, "[package.source] of type '%s' has no url",
-                       sl_pyshow(type, strlen(type), t, sizeof t));
+                       sl_display_untrusted(type, strlen(type), t, sizeof t, SL_DISPLAY_QMARK));
         return false;
     }
     int r;
@@ -117,7 +118,7 @@ static bool package(poetry *p, const sl_toml *pkg)
     }
     char t[48];
     sl_lockerr_set(err, path, line, "unknown [package.source] type '%s'",
-                   sl_pyshow(type, strlen(type), t, sizeof t));
+                   sl_display_untrusted(type, strlen(type), t, sizeof t, SL_DISPLAY_QMARK));
     return false;
 }
 

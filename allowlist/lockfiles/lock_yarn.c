@@ -12,6 +12,7 @@
 #include "growbuf.h"
 #include "lockfile.h"
 #include "npmrc.h"
+#include "text.h"
 #include "url.h"
 
 static bool starts(const char *s, size_t len, const char *prefix)
@@ -218,25 +219,14 @@ typedef struct berry_ctx {
     sl_lockerr *err;
 } berry_ctx;
 
-static int unhex(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Locator parts are URL-encoded (querystring style: '+' is a space). */
 static char *percent_decode(const char *s, size_t len, size_t *out_len)
 {
     char *d = sl_xrealloc(NULL, len + 1);
     size_t k = 0;
     for (size_t i = 0; i < len; i++) {
-        if (s[i] == '%' && i + 2 < len && unhex(s[i + 1]) >= 0 && unhex(s[i + 2]) >= 0) {
-            d[k++] = (char)(unhex(s[i + 1]) << 4 | unhex(s[i + 2]));
+        if (s[i] == '%' && i + 2 < len && sl_hexval(s[i + 1]) >= 0 && sl_hexval(s[i + 2]) >= 0) {
+            d[k++] = (char)(sl_hexval(s[i + 1]) << 4 | sl_hexval(s[i + 2]));
             i += 2;
         } else if (s[i] == '+') {
             d[k++] = ' ';

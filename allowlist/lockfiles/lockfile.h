@@ -53,13 +53,22 @@ typedef struct sl_lockreader {
      * a build; Go: go.mod with go.sum and go.env). The driver calls it once
      * per project directory, with the first of its files it meets. */
     bool per_project;
+    /* Optional: the files that reading this one reads too (pip's -r and -c
+     * includes, followed all the way), each passed to `found` with the path
+     * sl_project_file names it by. Errors are left to read. A file that
+     * another file of the same run includes is read only through it (it
+     * takes that file's options, LOCKFILES.md "pip"), never on its own. */
+    void (*includes)(const char *path, const char *data, size_t len, sl_project *proj,
+                     void (*found)(void *ctx, const char *path), void *ctx);
 } sl_lockreader;
 
 /* Every reader, NULL-terminated (allowlist/lockfiles/lockfiles.c). */
 extern const sl_lockreader *const sl_lockreaders[];
 
 /* The driver: walk PATHs (files or directories), pick readers, apply R8
- * (npm-shrinkwrap.json hides package-lock.json), add everything to out.
+ * (npm-shrinkwrap.json hides package-lock.json), leave out the files that
+ * others of the run include (they are read through those), add everything
+ * to out.
  * Errors go to report as "FILE:LINE: message", each distinct message once;
  * returns their count. */
 int sl_lockfiles_derive(const char *const *paths, size_t npaths, sl_derived *out,

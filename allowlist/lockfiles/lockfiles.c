@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "growbuf.h"
+#include "text.h"
 
 /* A lockfile of 100,000 npm packages is about 40 MiB; anything over this is
  * not a lockfile, and reading it whole would only cost memory. */
@@ -281,6 +282,8 @@ typedef struct driver {
     size_t nread, capread;
     struct msg { unsigned long hash; char *text; } *msgs;          /* reported so far */
     size_t nmsgs, capmsgs;
+    struct item { char *dir, *base; bool named; } *items;         /* what the walk found, in order */
+    size_t nitems, capitems;
 } driver;
 
 /* Whether this file was read already for this project directory, under
@@ -336,16 +339,15 @@ static unsigned long str_hash(const char *s)
  * requirements file) is one problem, told once. */
 static void report_err(driver *drv, const char *file, int line, const char *msg)
 {
-    char buf[4096 + sizeof(((sl_lockerr *)0)->msg) + 32];   /* a PATH_MAX path and a message */
+    char raw[4096 + sizeof(((sl_lockerr *)0)->msg) + 32];   /* a PATH_MAX path and a message */
     if (line > 0)
-        snprintf(buf, sizeof buf, "%s:%d: %s", file, line, msg);
+        snprintf(raw, sizeof raw, "%s:%d: %s", file, line, msg);
     else
-        snprintf(buf, sizeof buf, "%s: %s", file, msg);
+        snprintf(raw, sizeof raw, "%s: %s", file, msg);
     /* Names and messages quote untrusted bytes: no control characters
-     * reach the terminal. */
-    for (char *c = buf; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?';
+     * reach the terminal. (Room for all of raw: nothing is cut here.) */
+    char buf[sizeof raw + 3];
+    sl_display_untrusted(raw, strlen(raw), buf, sizeof buf, SL_DISPLAY_KEEP_HIGH);
     unsigned long h = str_hash(buf);
     for (size_t i = 0; i < drv->nmsgs; i++)
         if (drv->msgs[i].hash == h && !strcmp(drv->msgs[i].text, buf))
@@ -459,6 +461,133 @@ static void process_file(driver *drv, const char *dir, const char *base, bool na
     f->held = false;
 }
 
+/* A file the walk (or the command line) found, to read once all are known.
+ * Takes dir and base. */
+static void add_item(driver *drv, char *dir, char *base, bool named)
+{
+    if (drv->nitems == drv->capitems) {
+        drv->capitems = drv->capitems ? drv->capitems * 2 : 32;
+        drv->items = sl_xrealloc(drv->items, drv->capitems * sizeof *drv->items);
+    }
+    drv->items[drv->nitems++] = (struct item){ dir, base, named };
+}
+
+/* A file (by identity) that item `owner` reads through its includes. */
+typedef struct incl {
+    dev_t dev;
+    ino_t ino;
+    size_t owner;
+} incl;
+
+typedef struct inclset {
+    incl *v;
+    size_t n, cap;
+    size_t owner;                  /* the item being scanned */
+} inclset;
+
+static void found_include(void *ctx, const char *path)
+{
+    inclset *s = ctx;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return;                    /* reading it will say why */
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        s->v = sl_xrealloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = (incl){ st.st_dev, st.st_ino, s->owner };
+}
+
+static int cmp_incl(const void *a, const void *b)
+{
+    const incl *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    return x->owner < y->owner ? -1 : x->owner > y->owner;
+}
+
+/* Whether another file includes item i: any; with `roots`, one that is
+ * read on its own; with `outside`, one that item i does not include in
+ * turn (one outside its cycle). */
+static bool included(const inclset *s, const struct stat *ids, size_t i, const bool *roots,
+                     bool outside)
+{
+    incl key = { ids[i].st_dev, ids[i].st_ino, 0 };
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {              /* the first record of this file */
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_incl(&s->v[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = lo; k < s->n && s->v[k].dev == key.dev && s->v[k].ino == key.ino; k++) {
+        size_t o = s->v[k].owner;
+        if (ids[o].st_dev == key.dev && ids[o].st_ino == key.ino)
+            continue;              /* the file itself: a cycle its reading finds */
+        if (roots && !roots[o])
+            continue;
+        if (outside) {
+            incl back = { ids[o].st_dev, ids[o].st_ino, i };
+            if (bsearch(&back, s->v, s->n, sizeof *s->v, cmp_incl))
+                continue;          /* i includes it too: the same cycle */
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Which items are read on their own (root[i]): all, but for the files of
+ * a reader that follows includes (pip): such a file is read only through
+ * the files that include it, unless nothing else includes it; of a cycle
+ * of includes that nothing outside it includes, the first file in walk
+ * order is read (and reports the cycle). */
+static void choose_roots(driver *drv, bool *root)
+{
+    inclset s = { 0 };
+    struct stat *ids = sl_xrealloc(NULL, (drv->nitems + 1) * sizeof *ids);
+    bool *cand = sl_xrealloc(NULL, drv->nitems + 1);   /* may be left out */
+    for (size_t i = 0; i < drv->nitems; i++) {
+        const struct item *it = &drv->items[i];
+        root[i] = true;
+        cand[i] = false;
+        for (size_t k = 0; sl_lockreaders[k]; k++)
+            cand[i] |= sl_lockreaders[k]->includes && sl_lockreaders[k]->recognises(it->base);
+        if (!cand[i])
+            continue;
+        sl_project *proj = project_for(drv, it->dir);
+        size_t len;
+        const char *path;
+        const char *data = sl_project_file(proj, it->base, &len, &path, NULL);
+        if (!data || stat(path, &ids[i]) != 0) {
+            cand[i] = false;       /* reading it will say why */
+            continue;
+        }
+        s.owner = i;
+        for (size_t k = 0; sl_lockreaders[k]; k++) {
+            const sl_lockreader *r = sl_lockreaders[k];
+            if (r->includes && r->recognises(it->base))
+                r->includes(path, data, len, proj, found_include, &s);
+        }
+    }
+    if (s.n)
+        qsort(s.v, s.n, sizeof *s.v, cmp_incl);
+    for (size_t i = 0; i < drv->nitems; i++)
+        if (cand[i])
+            root[i] = !included(&s, ids, i, NULL, false);
+    /* What no root reaches: every file is reachable from some cycle (or
+     * file) that nothing outside includes; its first file is read. */
+    for (size_t i = 0; i < drv->nitems; i++)
+        if (cand[i] && !root[i] && !included(&s, ids, i, root, false) &&
+            !included(&s, ids, i, NULL, true))
+            root[i] = true;
+    free(s.v);
+    free(ids);
+    free(cand);
+}
+
 static bool skipped_dir(const char *name)
 {
     for (size_t i = 0; skipped_dirs[i]; i++)
@@ -535,10 +664,8 @@ static void walk(driver *drv, const char *dir, int depth)
         qsort(files, nf, sizeof *files, cmp_str);
     if (nd)
         qsort(dirs, nd, sizeof *dirs, cmp_str);
-    for (size_t i = 0; i < nf; i++) {
-        process_file(drv, dir, files[i], false);
-        free(files[i]);
-    }
+    for (size_t i = 0; i < nf; i++)
+        add_item(drv, sl_xstrdup(dir), files[i], false);
     for (size_t i = 0; i < nd; i++) {
         char *sub = sl_xrealloc(NULL, strlen(prefix) + strlen(dirs[i]) + 2);
         sprintf(sub, "%s/%s", prefix, dirs[i]);
@@ -567,7 +694,7 @@ static void derive_path(driver *drv, const char *arg)
     } else if (S_ISREG(st.st_mode)) {
         char *slash = strrchr(path, '/');
         if (!slash) {
-            process_file(drv, "", path, true);
+            add_item(drv, sl_xstrdup(""), sl_xstrdup(path), true);
         } else {
             const char *base = slash + 1;
             char *dir = slash == path ? sl_xstrdup("/") : sl_xrealloc(NULL, (size_t)(slash - path) + 1);
@@ -575,8 +702,7 @@ static void derive_path(driver *drv, const char *arg)
                 memcpy(dir, path, (size_t)(slash - path));
                 dir[slash - path] = '\0';
             }
-            process_file(drv, dir, base, true);
-            free(dir);
+            add_item(drv, dir, sl_xstrdup(base), true);
         }
     } else {
         report_err(drv, arg, 0, "not a regular file or directory");
@@ -590,6 +716,18 @@ int sl_lockfiles_derive(const char *const *paths, size_t npaths, sl_derived *out
     driver drv = { .out = out, .report = report, .ctx = ctx };
     for (size_t i = 0; i < npaths; i++)
         derive_path(&drv, paths[i]);
+    /* All files are known before any is read: a file may be included by
+     * one that the walk meets later (in a subdirectory, or named after). */
+    bool *root = sl_xrealloc(NULL, drv.nitems + 1);
+    choose_roots(&drv, root);
+    for (size_t i = 0; i < drv.nitems; i++) {
+        if (root[i])
+            process_file(&drv, drv.items[i].dir, drv.items[i].base, drv.items[i].named);
+        free(drv.items[i].dir);
+        free(drv.items[i].base);
+    }
+    free(root);
+    free(drv.items);
     for (size_t i = 0; i < drv.nprojects; i++)
         sl_project_free(drv.projects[i]);
     free(drv.projects);

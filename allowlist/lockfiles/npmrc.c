@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "growbuf.h"
+#include "text.h"
 #include "url.h"
 
 #define LAYERS 2                   /* .npmrc (or .yarnrc.yml), then .yarnrc */
@@ -79,26 +80,6 @@ static const char *keep_file(sl_npmcfg *c, const char *path)
     return c->files[c->nfiles++];
 }
 
-/* Untrusted text for a message: printable ASCII kept, the rest escaped,
- * long text cut. */
-static const char *show(const char *s, size_t len, char *buf, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (k + 8 >= cap) {
-            memcpy(buf + k, "...", 4);
-            return buf;
-        }
-        if (ch >= 0x20 && ch < 0x7f && ch != '\\')
-            buf[k++] = (char)ch;
-        else
-            k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", ch);
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
 /* A registry value must name a network host: config that cannot be used
  * is refused rather than guessed around. ${VAR} is expanded by the
  * package managers from the environment of the install, which is not
@@ -109,13 +90,13 @@ static bool check_registry(const char *url, size_t len, const char *file, int li
     char shown[160];
     if (memmem(url, len, "${", 2)) {
         sl_lockerr_set(err, file, line, "%s '%s' depends on an environment variable, unknown offline",
-                       key, show(url, len, shown, sizeof shown));
+                       key, sl_display_untrusted(url, len, shown, sizeof shown, SL_DISPLAY_HEX));
         return false;
     }
     sl_url u;
     if (!sl_url_parse(url, len, &u) || u.port < 0 || u.scp_style) {
         sl_lockerr_set(err, file, line, "%s '%s' is not a registry URL", key,
-                       show(url, len, shown, sizeof shown));
+                       sl_display_untrusted(url, len, shown, sizeof shown, SL_DISPLAY_HEX));
         return false;
     }
     return true;
@@ -251,7 +232,7 @@ static bool set_replace(sl_npmcfg *c, const char *val, size_t vn, const char *fi
     }
     if (vn == 0 || memmem(val, vn, "${", 2) || memchr(val, '/', vn)) {
         sl_lockerr_set(err, file, line, "replace-registry-host '%s' is not a host name",
-                       show(val, vn, shown, sizeof shown));
+                       sl_display_untrusted(val, vn, shown, sizeof shown, SL_DISPLAY_HEX));
         return false;
     }
     c->repl_host = sl_xstrndup(val, vn);
@@ -603,7 +584,8 @@ int sl_npm_add_url(sl_derived *d, const char *url, size_t len, const char *lockf
         return 0;
     if (u.port < 0) {
         char shown[224];
-        sl_lockerr_set(err, lockfile, line, "no valid port in URL '%s'", show(url, len, shown, sizeof shown));
+        sl_lockerr_set(err, lockfile, line, "no valid port in URL '%s'",
+                       sl_display_untrusted(url, len, shown, sizeof shown, SL_DISPLAY_HEX));
         return -1;
     }
     if (!sl_npm_add_host(d, u.host, u.host_len, u.port, lockfile, cfgfile, line, err))
@@ -645,17 +627,6 @@ static bool is_digit(char ch)
     return ch >= '0' && ch <= '9';
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* One token at s[*i] (not a space). */
 static bool y1_token(const char *s, size_t n, size_t *i, sl_y1_tok *t, const char **why)
 {
@@ -682,8 +653,7 @@ static bool y1_token(const char *s, size_t n, size_t *i, sl_y1_tok *t, const cha
                 }
                 char e = s[q + 1];
                 if (e == 'u') {
-                    if (q + 5 >= n || hexval(s[q + 2]) < 0 || hexval(s[q + 3]) < 0 ||
-                        hexval(s[q + 4]) < 0 || hexval(s[q + 5]) < 0) {
+                    if (q + 5 >= n || sl_hex_value(s + q + 2, 4) < 0) {
                         *why = "bad \\u escape in a string";
                         return false;
                     }
@@ -841,38 +811,21 @@ bool sl_y1_parse(const char *data, size_t len, sl_y1_fn fn, void *ctx, int *line
     return true;
 }
 
+/* Counts every byte, writes those that fit (as snprintf does). */
 static size_t put_utf8(char *out, size_t cap, size_t k, unsigned cp)
 {
     char b[4];
-    size_t n;
-    if (cp < 0x80) {
-        b[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xe0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        b[0] = (char)(0xf0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
+    size_t n = sl_utf8_encode(cp, b);
     for (size_t i = 0; i < n; i++, k++)
         if (k + 1 < cap)
             out[k] = b[i];
     return k;
 }
 
+/* Four hex digits the tokenizer has checked already. */
 static unsigned hex4(const char *s)
 {
-    return (unsigned)(hexval(s[0]) << 12 | hexval(s[1]) << 8 | hexval(s[2]) << 4 | hexval(s[3]));
+    return (unsigned)sl_hex_value(s, 4);
 }
 
 size_t sl_y1_text(const sl_y1_tok *t, char *out, size_t cap)

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "text.h"
+
 /* Longer than any host:port (253 + ":65535", IPv6 in brackets) plus a
  * scheme; anything longer is not a host. */
 #define AUTH_MAX 300
@@ -78,32 +80,6 @@ static const char *transport(const char *scheme)
 {
     const char *plus = strrchr(scheme, '+');
     return plus ? plus + 1 : scheme;
-}
-
-const char *sl_pyshow(const char *s, size_t len, char *buf, size_t cap)
-{
-    size_t k = 0, i = 0;
-    if (cap < 8) {
-        if (cap)
-            buf[0] = '\0';
-        return buf;
-    }
-    for (; i < len && k + 4 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        buf[k++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-    }
-    if (i < len) {
-        k = k > cap - 4 ? cap - 4 : k;
-        memcpy(buf + k, "...", 3);
-        k += 3;
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
-static void shown(const char *s, size_t len, char *buf, size_t cap)
-{
-    sl_pyshow(s, len, buf, cap);
 }
 
 /* Split a URL. Returns 1 (network URL), 0 (names no network host: a path,
@@ -192,7 +168,7 @@ static int split(const char *s, size_t len, urlparts *u, char *err, size_t errca
         /* Any other scheme without "//" ("bzr+lp:project") names a host
          * only its tool knows. */
         char t[128];
-        shown(s, len, t, sizeof t);
+        sl_display_untrusted(s, len, t, sizeof t, SL_DISPLAY_QMARK);
         snprintf(err, errcap, "cannot tell the host of '%s'", t);
         return -1;
     }
@@ -207,7 +183,7 @@ static int add_parts(sl_derived *out, const urlparts *u, const sl_pyprov *prov, 
      * in credentials that does not matter, in the host it cannot be known. */
     if (mem_has(u->hostport, u->hostport_len, '$')) {
         char h[128];
-        shown(u->hostport, u->hostport_len, h, sizeof h);
+        sl_display_untrusted(u->hostport, u->hostport_len, h, sizeof h, SL_DISPLAY_QMARK);
         snprintf(err, errcap, "host '%s' depends on an environment variable, which cannot be known "
                  "offline", h);
         return -1;
@@ -250,7 +226,7 @@ static int add_parts(sl_derived *out, const urlparts *u, const sl_pyprov *prov, 
             return -1;
         if (r == 0) {
             char h[128];
-            shown(u->hostport, u->hostport_len, h, sizeof h);
+            sl_display_untrusted(u->hostport, u->hostport_len, h, sizeof h, SL_DISPLAY_QMARK);
             snprintf(err, errcap, "not a valid host: '%s'", h);
             return -1;
         }

@@ -54,8 +54,4 @@ bool sl_pyurl_is_wheel(const char *url, size_t len);
  * path or a requirement. */
 bool sl_pyurl_has_scheme(const char *s, size_t len);
 
-/* Untrusted text for a message: printable ASCII kept, anything else as
- * '?', cut with "..." to fit `cap` (>= 8). Returns buf. */
-const char *sl_pyshow(const char *s, size_t len, char *buf, size_t cap);
-
 #endif

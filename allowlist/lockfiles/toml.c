@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 #define MAX_DEPTH 64
 #define MAX_KEY (64 * 1024)
 #define MAX_DOC ((size_t)64 * 1024 * 1024)
@@ -134,22 +136,9 @@ static void fail_at(parser *P, int line, const char *fmt, ...)
 
 #define FAIL(P, ...) fail_at((P), (P)->line, __VA_ARGS__)
 
-/* Key text for a message: document bytes are untrusted, so only printable
- * ASCII is shown, and only so much of it. */
-static const char *show(char *buf, size_t cap, const char *s, size_t len)
-{
-    size_t o = 0, max = cap > 4 ? cap - 4 : 0;
-    for (size_t i = 0; i < len && o < max; i++)
-        buf[o++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'') ? s[i] : '?';
-    if (o < len && o == max && cap >= 4) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-/* The first `upto` parts of a key path, dotted. */
+/* The first `upto` parts of a key path, dotted, for a message: document
+ * bytes are untrusted, so only printable ASCII is shown (a quote neither,
+ * as messages quote the path in '...'), and only so much of it. */
 static const char *show_path(char *buf, size_t cap, const keypath *kp, int upto)
 {
     size_t o = 0;
@@ -157,7 +146,7 @@ static const char *show_path(char *buf, size_t cap, const keypath *kp, int upto)
     for (int i = 0; i < upto && o + 8 < cap; i++) {
         if (i)
             buf[o++] = '.';
-        show(buf + o, cap - o, kp->k[i].s, kp->k[i].len);
+        sl_display_untrusted(kp->k[i].s, kp->k[i].len, buf + o, cap - o, SL_DISPLAY_APOS);
         o += strlen(buf + o);
     }
     return buf;
@@ -418,27 +407,7 @@ static bool check_utf8(parser *P, const unsigned char *s, size_t len)
 static bool put_codepoint(parser *P, sbuf *b, uint32_t cp)
 {
     char u[4];
-    size_t n;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xc0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xe0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        u[0] = (char)(0xf0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        u[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
-    return sb_put(P, b, u, n);
+    return sb_put(P, b, u, sl_utf8_encode(cp, u));
 }
 
 /* ---- lexing helpers ---- */
@@ -455,17 +424,6 @@ static bool is_control(int c)
 {
     unsigned char u = (unsigned char)c;
     return (u < 0x20 && u != '\t') || u == 0x7f;
-}
-
-static int hexval(int c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static bool at_eof(const parser *P) { return P->p >= P->end; }
@@ -569,11 +527,11 @@ static bool read_escape(parser *P, sbuf *b, int start)
                 fail_at(P, start, "unterminated string");
                 return false;
             }
-            if (hexval(h) < 0) {
+            if (sl_hexval(h) < 0) {
                 FAIL(P, "invalid \\%c escape: expected %d hex digits", c, n);
                 return false;
             }
-            cp = (cp << 4) | (uint32_t)hexval(h);
+            cp = (cp << 4) | (uint32_t)sl_hexval(h);
             P->p++;
         }
         if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
@@ -922,10 +880,10 @@ static const char *scan_digits(const char *s, const char *e, int base)
 {
     const char *p = s;
     for (;;) {
-        if (p >= e || hexval((unsigned char)*p) < 0 || hexval((unsigned char)*p) >= base)
+        if (p >= e || sl_hexval((unsigned char)*p) < 0 || sl_hexval((unsigned char)*p) >= base)
             return NULL;
         p++;
-        while (p < e && hexval((unsigned char)*p) >= 0 && hexval((unsigned char)*p) < base)
+        while (p < e && sl_hexval((unsigned char)*p) >= 0 && sl_hexval((unsigned char)*p) < base)
             p++;
         if (p < e && *p == '_') {
             p++;
@@ -973,11 +931,11 @@ static sl_toml *read_number(parser *P)
         for (const char *r = q + 2; r < e; r++) {
             if (*r == '_')
                 continue;
-            if (u > ((unsigned long long)INT64_MAX - (unsigned)hexval((unsigned char)*r)) / (unsigned)base) {
+            if (u > ((unsigned long long)INT64_MAX - (unsigned)sl_hexval((unsigned char)*r)) / (unsigned)base) {
                 FAIL(P, "integer out of range");
                 return NULL;
             }
-            u = u * (unsigned)base + (unsigned)hexval((unsigned char)*r);
+            u = u * (unsigned)base + (unsigned)sl_hexval((unsigned char)*r);
         }
         sl_toml *v = node_new(P, SL_TOML_INTEGER, line);
         if (v)

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "json.h"
+#include "text.h"
 
 #define CHUNK (256u << 10)                       /* one gzread */
 #define BUF_MIN (2u * CHUNK)
@@ -401,16 +402,6 @@ static void skip_ws(scanner *sc)
         sc->p++;
 }
 
-static int hexval(unsigned c)
-{
-    if (c >= '0' && c <= '9')
-        return (int)(c - '0');
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return (int)(c - 'a' + 10);
-    return -1;
-}
-
 /* Bytes a string can hold without a closer look: not '"', '\\', a
  * control byte or the start of a multi-byte sequence. */
 static const unsigned char plain_byte[256] = {
@@ -466,8 +457,7 @@ static bool scan_string(scanner *sc, sl_astr *out)
             }
             unsigned d = p[1];
             if (d == 'u') {
-                if (e - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 ||
-                    hexval(p[5]) < 0) {
+                if (e - p < 6 || sl_hex_value((const char *)p + 2, 4) < 0) {
                     sc->p = p;
                     return fail(sc, "bad \\u escape");
                 }
@@ -719,36 +709,17 @@ bad:
 static size_t put_utf8(char *buf, size_t o, size_t cap, uint32_t cp)
 {
     char t[4];
-    size_t n;
-    if (cp < 0x80) {
-        t[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        t[0] = (char)(0xc0 | (cp >> 6));
-        t[1] = (char)(0x80 | (cp & 0x3f));
-        n = 2;
-    } else if (cp < 0x10000) {
-        t[0] = (char)(0xe0 | (cp >> 12));
-        t[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        t[2] = (char)(0x80 | (cp & 0x3f));
-        n = 3;
-    } else {
-        t[0] = (char)(0xf0 | (cp >> 18));
-        t[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        t[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        t[3] = (char)(0x80 | (cp & 0x3f));
-        n = 4;
-    }
+    size_t n = sl_utf8_encode(cp, t);
     if (o + n >= cap)
         return o;   /* does not fit: the caller stops here */
     memcpy(buf + o, t, n);
     return o + n;
 }
 
+/* Four hex digits the scanner has checked already. */
 static uint32_t hex4(const char *p)
 {
-    return (uint32_t)(hexval((unsigned char)p[0]) << 12 | hexval((unsigned char)p[1]) << 8 |
-                      hexval((unsigned char)p[2]) << 4 | hexval((unsigned char)p[3]));
+    return (uint32_t)sl_hex_value(p, 4);
 }
 
 size_t sl_astr_decode(const sl_astr *s, char *buf, size_t cap)

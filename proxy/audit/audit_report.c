@@ -10,6 +10,7 @@
 #include "host.h"
 #include "json.h"
 #include "netclass.h"
+#include "text.h"
 
 #define HOST_KEEP 1024      /* longest host text kept per destination */
 #define TS_LEN 32
@@ -561,18 +562,7 @@ void sl_audit_json_str(FILE *out, const char *str, size_t len)
 
 size_t sl_audit_text(FILE *out, const char *str, size_t len)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    size_t cols = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\') {
-            putc(s[i], out);
-            cols++;
-        } else {
-            fprintf(out, "\\x%02x", s[i]);
-            cols += 4;
-        }
-    }
-    return cols;
+    return sl_display_write(out, str, len, SL_DISPLAY_HEX);
 }
 
 static void pad(FILE *out, size_t have, size_t want)
@@ -605,8 +595,8 @@ static size_t dest_width(const dest *d)
 {
     size_t w = d->host_len ? 0 : 9;
     for (size_t i = 0; i < d->host_len; i++) {
-        unsigned char c = (unsigned char)d->host[i];
-        w += c >= 0x20 && c < 0x7f && c != '\\' ? 1 : 4;
+        char form[4];
+        w += sl_display_byte((unsigned char)d->host[i], SL_DISPLAY_HEX, form);
     }
     if (memchr(d->host, ':', d->host_len))
         w += 2;
@@ -1017,6 +1007,29 @@ static void print_reasons_comment(FILE *out, const sugg *s)
         fprintf(out, ", last %s", short_ts(s->last, b, sizeof b));
 }
 
+/* Whether an IP literal is not a public address (the built-in rules; the
+ * config's allow_cidr and deny_cidr are not known here). If so, why holds
+ * the note to print: that only an allow_cidr can admit it; or nothing for
+ * a cloud metadata address, which not even allow_cidr admits. */
+static bool nonpublic_literal(const sl_addr *a, char *why, size_t cap)
+{
+    char scratch[128];
+    sl_cidr_list none = { NULL, 0 };
+    sl_verdict v = sl_classify(a, none, none, scratch, sizeof scratch);
+    if (v.is_public)
+        return false;
+    /* What an allow_cidr of everything would admit is all it can admit. */
+    sl_cidr all[2] = { { .base = { .family = AF_INET }, .prefix = 0 },
+                       { .base = { .family = AF_INET6 }, .prefix = 0 } };
+    if (!sl_classify(a, (sl_cidr_list){ all, 2 }, none, NULL, 0).is_public)
+        why[0] = '\0';
+    else
+        snprintf(why, cap,
+                 "not a public address (%s): refused whatever the allowlist says; "
+                 "only an allow_cidr in the config can admit it", v.why);
+    return true;
+}
+
 void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports *connect_ports,
                        const sl_ports *http_ports)
 {
@@ -1054,10 +1067,6 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
                 if (d->last_allowed[kind] > d->last_refused[kind])
                     continue;   /* allowed since: already in the allowlist */
                 char why[200];
-                if (nonpublic) {
-                    skip(kv, &nk, idx[i], n, "refused as non_public_address");
-                    continue;
-                }
                 char text[SL_HOST_MAX + 3];
                 const char *err = NULL;
                 sl_host h;
@@ -1071,7 +1080,19 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
                     if (v6)
                         text[tl++] = ']';
                 }
-                if (tl == 0 || !sl_host_parse(text, tl, &h, &err)) {
+                bool parsed = tl > 0 && sl_host_parse(text, tl, &h, &err);
+                /* An IP literal that is not public: no line lets it through
+                 * (old logs still hold such not_allowlisted refusals). */
+                if (parsed && h.kind != SL_HOST_NAME && nonpublic_literal(&h.addr, why, sizeof why)) {
+                    if (why[0])
+                        skip(kv, &nk, idx[i], n, why);
+                    continue;
+                }
+                if (nonpublic) {
+                    skip(kv, &nk, idx[i], n, "refused as non_public_address");
+                    continue;
+                }
+                if (!parsed) {
                     snprintf(why, sizeof why, "not a host an allowlist can name (%s)",
                              err ? err : d->host_len ? "too long" : "empty");
                     skip(kv, &nk, idx[i], n, why);
@@ -1081,20 +1102,13 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
                     skip(kv, &nk, idx[i], n, "no port");
                     continue;
                 }
-                if (h.kind != SL_HOST_NAME) {
-                    char scratch[128];
-                    sl_verdict v = sl_classify(&h.addr, (sl_cidr_list){ NULL, 0 },
-                                               (sl_cidr_list){ NULL, 0 }, scratch, sizeof scratch);
-                    if (!v.is_public) {
-                        snprintf(why, sizeof why, "not a public address (%s): it would need allow_cidr",
-                                 v.why);
-                        skip(kv, &nk, idx[i], n, why);
-                        continue;
-                    }
+                sugg *s = &sv[ns];
+                if (!sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports,
+                                          s->line, sizeof s->line)) {
+                    skip(kv, &nk, idx[i], n, "no allowlist line can allow it");
+                    continue;
                 }
-                sugg *s = &sv[ns++];
-                sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports, s->line,
-                                     sizeof s->line);
+                ns++;
                 s->nal = d->sug_nal[kind];
                 s->pna = d->sug_pna[kind];
                 s->kinds[kind] = true;

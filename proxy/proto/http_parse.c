@@ -659,6 +659,8 @@ void sl_chunked_init(sl_chunked *c)
     c->state = CH_SIZE;
 }
 
+/* allowlist/text.h has the shared sl_hexval, but proxy/proto/ may include
+ * only its own headers and libc (make check-layout), so it keeps this one. */
 static int hexval(unsigned char ch)
 {
     if (ch >= '0' && ch <= '9')

@@ -137,6 +137,50 @@ def test_suggest_appended_to_the_allowlist_and_reloaded_lets_the_refused_request
     assert json.loads(out)["suggestions"] == []
 
 
+def _decision(i, method, host, port, reason):
+    return json.dumps({"ts": f"2026-05-01T10:00:{i:02d}.000000Z", "event": "decision",
+                       "id": f"{i:016x}", "client": "127.0.0.1:40000", "method": method,
+                       "host": host, "port": port, "decision": "deny", "reason": reason})
+
+
+def test_suggest_on_an_old_log_never_proposes_a_non_public_address(sluice_bin, tmp_path):
+    """A log written by hand, as gates wrote it before non-public IP literals
+    were refused ahead of the allowlist: they appear as not_allowlisted. No
+    gate runs; audit only reads the file."""
+    rows = [
+        ("GET", "169.254.169.254", 80, "not_allowlisted"),       # cloud metadata
+        ("GET", "169.254.169.254", 80, "not_allowlisted"),
+        ("CONNECT", "fd00:ec2::254", 443, "not_allowlisted"),    # AWS metadata, IPv6
+        ("CONNECT", "168.63.129.16", 443, "not_allowlisted"),    # Azure
+        ("CONNECT", "10.20.0.5", 443, "not_allowlisted"),        # a private mirror
+        ("GET", "192.168.1.1", 8080, "port_not_allowed"),
+        ("CONNECT", "::1", 443, "not_allowlisted"),
+        ("CONNECT", "11.0.0.9", 443, "not_allowlisted"),         # public: suggested
+        ("CONNECT", "registry.example", 443, "not_allowlisted"),
+    ]
+    log = tmp_path / "old.log"
+    log.write_text("".join(_decision(i, *r) + "\n" for i, r in enumerate(rows)))
+
+    rc, out, err = audit(sluice_bin, "--suggest", log)
+    assert rc == 0 and err == "", err
+    entries = [l.split("#")[0].strip() for l in out.splitlines() if l.split("#")[0].strip()]
+    assert sorted(entries) == ["11.0.0.9", "registry.example"], out
+    for meta in ("169.254.169.254", "fd00:ec2::254", "168.63.129.16"):
+        assert meta not in out, out
+    notes = {l.split(" (")[0]: l for l in out.splitlines() if l.startswith("# not suggested: ")}
+    for dest in ("10.20.0.5:443", "192.168.1.1:8080", "[::1]:443"):
+        note = notes.get("# not suggested: " + dest)
+        assert note and "not a public address" in note and "allow_cidr" in note, out
+
+    rc, out, err = audit(sluice_bin, "--suggest", "--json", log)
+    assert rc == 0, err
+    j = json.loads(out)
+    assert sorted(s["line"] for s in j["suggestions"]) == ["11.0.0.9", "registry.example"]
+    assert {(k["host"], k["port"]) for k in j["skipped"]} == {
+        ("10.20.0.5", 443), ("192.168.1.1", 8080), ("::1", 443)}, j["skipped"]
+    assert all("allow_cidr" in k["why"] for k in j["skipped"]), j["skipped"]
+
+
 def _open_positions(pid, path):
     """Read offsets of the descriptors process pid has open on path."""
     out = []

@@ -14,7 +14,8 @@
  *     subdomain) on its port (a bare entry: on a connect port);
  *   - for every query the matcher agrees with a brute-force reference over
  *     all entries (result, and the rule: most specific, then earliest);
- *   - a suggested line, added to an empty list, allows the query. */
+ *   - a suggested line, added to an empty list, allows the query; a
+ *     non-public IP literal gets no line. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "allowlist.h"
 #include "fuzz_util.h"
 #include "host.h"
+#include "netclass.h"
 
 static bool covers(const sl_entry *e, const sl_host *h)
 {
@@ -79,9 +81,19 @@ static void check_query(const sl_allowlist *al, const sl_host *h, int port, bool
         FUZZ_CHECK(rule == NULL, "no match but a rule");
     }
 
-    /* The suggested line allows the request. */
+    /* The suggested line allows the request; a non-public IP literal, which
+     * no line lets through, gets none. */
     char line[400], err[512];
-    sl_allowlist_suggest(h, port, connect, cp, hp, line, sizeof line);
+    bool nonpublic = h->kind != SL_HOST_NAME &&
+                     !sl_classify(&h->addr, (sl_cidr_list){ NULL, 0 }, (sl_cidr_list){ NULL, 0 },
+                                  NULL, 0).is_public;
+    bool suggested = sl_allowlist_suggest(h, port, connect, cp, hp, line, sizeof line);
+    FUZZ_CHECK(suggested == !nonpublic, "suggest(%s) = %d for a%s address", h->name, suggested,
+               nonpublic ? " non-public" : " public or named");
+    if (!suggested) {
+        FUZZ_CHECK(line[0] == '\0', "no suggestion, but a line '%s'", line);
+        return;
+    }
     sl_allowlist *one = sl_allowlist_new();
     FUZZ_CHECK(sl_allowlist_add_line(one, line, strlen(line), "suggest", 1, err, sizeof err),
                "suggested line '%s' for %s:%d does not parse: %s", line, h->name, port, err);

@@ -22,7 +22,8 @@
  *   - the R1 text output has one line per entry, starting with the entry,
  *     with no control byte in its comment, and the daemon reads every line
  *     of it as an allowlist line;
- *   - the --format json output parses with jansson and lists every entry. */
+ *   - the --format json output parses with jansson and lists every entry;
+ *   - a reader's includes hook (pip's -r/-c) names project files only. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,6 +180,15 @@ static void check_output(sl_derived *d)
     free(buf);
 }
 
+/* A file a reader's includes hook reports: a project file's path. */
+static void check_include(void *ctx, const char *path)
+{
+    (void)ctx;
+    FUZZ_CHECK(path && path[0], "an include with no path");
+    FUZZ_CHECK(!strncmp(path, PROJECT_DIR "/", strlen(PROJECT_DIR) + 1) || path[0] == '/',
+               "include '%s' is not named as a project file", path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_file files[FUZZ_MAX_FILES];
@@ -216,6 +226,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool ok = r->read(path, text, len, proj, out, &re);
         FUZZ_CHECK(ok || re.msg[0], "reader %s failed without a message", r->name);
         FUZZ_CHECK(re.line >= 0, "reader %s: negative line %d", r->name, re.line);
+        if (r->includes)
+            r->includes(path, text, len, proj, check_include, NULL);
     }
     check_output(out);
     sl_derived_print(out, g_devnull);

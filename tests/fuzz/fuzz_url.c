@@ -1,7 +1,7 @@
 /* URLs as lockfiles write them (allowlist/lockfiles/url.c), and the functions that
  * turn a URL into derived entries: sl_derived_add_url (derive.c),
  * sl_npm_add_url (npmrc.c), sl_pyindex_add / sl_pyurl_add / sl_pyvcs_add
- * (pyindex.c).
+ * (pyindex.c), and sl_display_untrusted (text.c) that quotes them in messages.
  *
  * Properties: host and path point into the input; the host is not empty;
  * the port is -1 or 1..65535; the scheme is lower-case; a URL rebuilt from
@@ -17,6 +17,7 @@
 #include "fuzz_util.h"
 #include "npmrc.h"
 #include "pyindex.h"
+#include "text.h"
 #include "url.h"
 
 static void check_derived(sl_derived *d, const char *what)
@@ -108,8 +109,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)sl_pyurl_is_wheel(s, size);
     (void)sl_pyurl_has_scheme(s, size);
     (void)sl_pyvcs_prefixed(s, size);
-    char show[16];
-    sl_pyshow(s, size, show, sizeof show);
-    FUZZ_CHECK(strlen(show) < sizeof show, "sl_pyshow overflow");
+    /* Messages quote URLs with sl_display_untrusted: cut to fit, and no
+     * control byte (nor, unless kept, a byte above 0x7f) gets through. */
+    static const unsigned flags[] = { SL_DISPLAY_QMARK, SL_DISPLAY_HEX, SL_DISPLAY_KEEP_HIGH,
+                                      SL_DISPLAY_APOS | SL_DISPLAY_HEX };
+    for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+        char show[16];
+        sl_display_untrusted(s, size, show, sizeof show, flags[f]);
+        size_t n = strlen(show);
+        FUZZ_CHECK(n < sizeof show, "sl_display_untrusted overflow");
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)show[i];
+            FUZZ_CHECK(c >= 0x20 && c != 0x7f && (c < 0x80 || (flags[f] & SL_DISPLAY_KEEP_HIGH)),
+                       "sl_display_untrusted (flags %u) let byte 0x%02x through", flags[f], c);
+        }
+    }
     return 0;
 }

@@ -312,3 +312,66 @@ def test_runs_are_offline(offline):
     """What every run above saw: a namespace whose only interface is lo."""
     r = subprocess.run([*offline, *LINKS_CMD], capture_output=True, text=True)
     assert links(r.stdout) == ["lo"]
+
+
+# --- pip: a file that another file of the run includes ---------------------
+
+def test_a_walked_include_cycle_is_one_problem(offline):
+    """pip/bad-include-cycle-walked: the walk finds both files of the cycle.
+    The cycle is read, and reported, once (from the first file), not once
+    from each: expected.err alone cannot say that no other line appears."""
+    case = HERE / "pip" / "bad-include-cycle-walked"
+    code, stdout, stderr = run_tool(offline, [str(case.relative_to(REPO))])
+    assert (code, stdout) == (2, "")
+    assert stderr.splitlines() == [read_text(case / "expected.err").strip(),
+                                   "sluice: allow-from-lockfile: 1 error; no allowlist written"]
+
+
+def test_a_file_reached_only_through_a_cycle_is_not_a_root(offline, tmp_path):
+    """requirements-0.txt comes first in the walk, but it is included by the
+    cycle a <-> b (which nothing else includes): the cycle's first file is
+    read, reports the cycle, and requirements-0.txt is not read on its own."""
+    (tmp_path / "requirements-0.txt").write_text("flask==3.0.2\n")
+    (tmp_path / "requirements-a.txt").write_text("-r requirements-b.txt\n")
+    (tmp_path / "requirements-b.txt").write_text("-r requirements-0.txt\n-r requirements-a.txt\n")
+    code, stdout, stderr = run_tool(offline, [str(tmp_path)])
+    assert (code, stdout) == (2, "")
+    assert stderr.splitlines() == [
+        f"{tmp_path}/requirements-b.txt:2: include cycle: requirements-a.txt -> "
+        "requirements-b.txt -> requirements-a.txt",
+        "sluice: allow-from-lockfile: 1 error; no allowlist written"]
+
+
+@pytest.mark.parametrize("order", [("requirements-base.txt", "requirements.txt"),
+                                   ("requirements.txt", "requirements-base.txt")])
+def test_named_files_one_including_the_other_are_one_install(offline, tmp_path, order):
+    """Named on the command line, in either order, as a walk finds them: the
+    included file takes the index of the file that includes it."""
+    (tmp_path / "requirements.txt").write_text(
+        "-r requirements-base.txt\n--index-url https://pypi.corp.example/simple\n")
+    (tmp_path / "requirements-base.txt").write_text("requests==2.31.0\n")
+    code, stdout, stderr = run_tool(offline, [str(tmp_path / n) for n in order])
+    assert code == 0, stderr
+    assert stdout == f"pypi.corp.example:443  # {tmp_path}/requirements.txt\n"
+
+
+def test_an_included_file_named_alone_is_read_on_its_own(offline, tmp_path):
+    """Nothing else of the run includes it: it is an install of its own,
+    with the default index."""
+    (tmp_path / "requirements.txt").write_text(
+        "-r requirements-base.txt\n--index-url https://pypi.corp.example/simple\n")
+    (tmp_path / "requirements-base.txt").write_text("requests==2.31.0\n")
+    code, stdout, stderr = run_tool(offline, [str(tmp_path / "requirements-base.txt")])
+    assert code == 0, stderr
+    assert hosts(stdout) == ["files.pythonhosted.org:443", "pypi.org:443"]
+
+
+def test_an_include_of_another_readers_file_hides_nothing(offline, tmp_path):
+    """pip takes `-c go.sum` (its lines read as local paths), but go.sum is
+    still the Go reader's: only pip's own files are left to their includer."""
+    (tmp_path / "go.sum").write_text(GO_SUM)
+    (tmp_path / "requirements.txt").write_text("-c go.sum\nflask==3.0.2\n")
+    code, stdout, stderr = run_tool(offline, [str(tmp_path)])
+    assert code == 0, stderr
+    assert hosts(stdout) == ["files.pythonhosted.org:443", "proxy.golang.org:443", "pypi.org:443",
+                             "storage.googleapis.com:443"]

@@ -693,10 +693,33 @@ static const suggest_case suggest_cases[] = {
     {"example.org", 80, H, "example.org"},
     {"example.org", 443, H, "example.org:443"},
     {"Example.ORG.", 9000, H, "example.org:9000"},
-    {"203.0.113.7", 443, C, "203.0.113.7"},
-    {"203.0.113.7", 22, C, "203.0.113.7:22"},
-    {"[2001:db8::7]", 443, C, "[2001:db8::7]"},
-    {"[2001:db8::7]", 8080, H, "[2001:db8::7]:8080"},
+    /* public literals (not the documentation blocks, which are not) */
+    {"11.0.0.9", 443, C, "11.0.0.9"},
+    {"11.0.0.9", 22, C, "11.0.0.9:22"},
+    {"[2c0f:fff0::1]", 443, C, "[2c0f:fff0::1]"},
+    {"[2c0f:fff0::1]", 8080, H, "[2c0f:fff0::1]:8080"},
+};
+
+/* IP literals the gate refuses whatever the allowlist says: no line. */
+static const char *const no_line_hosts[] = {
+    "169.254.169.254",      /* cloud metadata */
+    "[fd00:ec2::254]",      /* AWS metadata over IPv6 */
+    "168.63.129.16",        /* Azure */
+    "10.0.0.1",
+    "192.168.1.1",
+    "127.0.0.1",
+    "0.0.0.0",
+    "100.64.0.1",           /* shared address space */
+    "203.0.113.7",          /* documentation */
+    "224.0.0.1",            /* multicast */
+    "255.255.255.255",
+    "[::1]",
+    "[fe80::1]",
+    "[fc00::1]",
+    "[2001:db8::7]",        /* documentation */
+    "[::ffff:10.0.0.1]",    /* IPv4-mapped */
+    "[64:ff9b::a9fe:a9fe]", /* NAT64 of 169.254.169.254 */
+    "[2002:a00:1::]",       /* 6to4 of 10.0.0.1 */
 };
 
 static void test_suggest(void **state)
@@ -712,8 +735,8 @@ static void test_suggest(void **state)
         const char *err;
         assert_true(sl_host_parse(c->host, strlen(c->host), &h, &err));
         char buf[300];
-        sl_allowlist_suggest(&h, c->port, c->connect, &cp, &hp, buf, sizeof buf);
-        if (strcmp(buf, c->want) != 0) {
+        bool ok = sl_allowlist_suggest(&h, c->port, c->connect, &cp, &hp, buf, sizeof buf);
+        if (!ok || strcmp(buf, c->want) != 0) {
             print_error("suggest %s:%d: '%s', expected '%s'\n", c->host, c->port, buf, c->want);
             bad++;
             continue;
@@ -727,6 +750,20 @@ static void test_suggest(void **state)
             bad++;
         }
         sl_allowlist_free(al);
+    }
+    for (size_t i = 0; i < sizeof no_line_hosts / sizeof no_line_hosts[0]; i++) {
+        sl_host h;
+        const char *err;
+        assert_true(sl_host_parse(no_line_hosts[i], strlen(no_line_hosts[i]), &h, &err));
+        for (int k = 0; k < 2; k++) {
+            char buf[300] = "stale";
+            if (sl_allowlist_suggest(&h, k ? 443 : 8080, k == 1, &cp, &hp, buf, sizeof buf) ||
+                buf[0] != '\0') {
+                print_error("suggest %s: a line '%s' for a non-public address\n", no_line_hosts[i],
+                            buf);
+                bad++;
+            }
+        }
     }
     assert_int_equal(bad, 0);
 }

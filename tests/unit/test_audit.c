@@ -677,6 +677,66 @@ static void test_suggest_writes_allowlist_lines_never_for_non_public(void **stat
     assert_false(has_entry(entries, n, "[2c0f:fff0::1]:9000"));
 }
 
+/* Old logs hold not_allowlisted refusals of IP literals the gate now
+ * refuses as non_public_address before it looks at the allowlist. None
+ * gets a line; a private one gets a note that allow_cidr is the way; a
+ * metadata address, which nothing admits, is not mentioned at all. */
+static void test_suggest_never_proposes_a_non_public_literal(void **state)
+{
+    (void)state;
+    lw w;
+    lw_start(&w, tpath("np.log"), STREAM_A, false);
+    lw_decision(&w, "e1", "127.0.0.1:7", "GET", "169.254.169.254", 80, false, "not_allowlisted");
+    lw_decision(&w, "e2", "127.0.0.1:7", "GET", "169.254.169.254", 80, false, "not_allowlisted");
+    lw_decision(&w, "e3", "127.0.0.1:7", "CONNECT", "fd00:ec2::254", 443, false, "not_allowlisted");
+    lw_decision(&w, "e4", "127.0.0.1:7", "CONNECT", "::ffff:169.254.169.254", 443, false,
+                "not_allowlisted");
+    lw_decision(&w, "e5", "127.0.0.1:7", "CONNECT", "10.1.2.3", 443, false, "not_allowlisted");
+    lw_decision(&w, "e6", "127.0.0.1:7", "GET", "127.0.0.1", 8080, false, "port_not_allowed");
+    lw_decision(&w, "e7", "127.0.0.1:7", "CONNECT", "fc00::5", 443, false, "not_allowlisted");
+    lw_decision(&w, "e8", "127.0.0.1:7", "CONNECT", "10.9.9.9", 443, false, "not_allowlisted");
+    lw_decision(&w, "e9", "127.0.0.1:7", "CONNECT", "10.9.9.9", 443, false, "non_public_address");
+    lw_decision(&w, "ea", "127.0.0.1:7", "CONNECT", "11.0.0.9", 443, false, "not_allowlisted");
+    lw_close(&w);
+
+    assert_int_equal(audit("--suggest", tpath("np.log"), NULL), 0);
+    char entries[8][300];
+    size_t n = check_allowlist_lines(out_text, entries, 8);
+    assert_int_equal(n, 1);
+    assert_string_equal(entries[0], "11.0.0.9");
+    static const struct {
+        const char *dest, *why;
+    } noted[] = {
+        { "10.1.2.3:443", "10.0.0.0/8 Private-Use" },
+        { "127.0.0.1:8080", "Loopback" },
+        { "[fc00::5]:443", "fc00::/7" },
+        { "10.9.9.9:443", "10.0.0.0/8 Private-Use" },
+    };
+    for (size_t i = 0; i < sizeof noted / sizeof noted[0]; i++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "# not suggested: %s ", noted[i].dest);
+        if (!line_with(prefix, noted[i].why) || !line_with(prefix, "allow_cidr"))
+            fail_msg("no allow_cidr note for %s in:\n%s", noted[i].dest, out_text);
+    }
+    assert_null(strstr(out_text, "169.254"));
+    assert_null(strstr(out_text, "ec2"));
+    assert_null(strstr(out_text, "metadata"));
+
+    assert_int_equal(audit("--suggest", "--json", tpath("np.log"), NULL), 0);
+    json_t *j = out_json();
+    json_t *sug = json_object_get(j, "suggestions"), *skipped = json_object_get(j, "skipped");
+    assert_int_equal(json_array_size(sug), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(sug, 0), "line")), "11.0.0.9");
+    assert_int_equal(json_array_size(skipped), 4);
+    for (size_t i = 0; i < json_array_size(skipped); i++) {
+        const char *host = json_string_value(json_object_get(json_array_get(skipped, i), "host"));
+        const char *why = json_string_value(json_object_get(json_array_get(skipped, i), "why"));
+        assert_null(strstr(host, "169.254"));
+        assert_non_null(strstr(why, "allow_cidr"));
+    }
+    json_decref(j);
+}
+
 /* ---- tests: --verify ---- */
 
 static void write_mixed(const char *name)
@@ -1132,6 +1192,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_summary_totals_and_bytes_per_destination, setup, teardown),
         cmocka_unit_test_setup_teardown(test_denied_lists_refusals_most_frequent_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_suggest_writes_allowlist_lines_never_for_non_public, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suggest_never_proposes_a_non_public_literal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_passes_an_untouched_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_names_the_line_for_each_tampering, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_reads_gzip_and_files_in_any_order, setup, teardown),
