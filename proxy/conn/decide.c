@@ -58,6 +58,20 @@ static bool refuse_literal(conn *c)
 
 static void on_connect(void *arg, int fd, const sl_addr *addr, int err);
 
+/* The allowlist line that would allow this request. sl_allowlist_suggest
+ * proposes none for a non-public literal; one that reaches this point is
+ * admitted by allow_cidr (refuse_literal let it through), and then an entry
+ * with its exact port is what is missing. */
+static void suggest(conn *c, char *line, size_t cap)
+{
+    const sl_policy *p = c->pol;
+    if (sl_allowlist_suggest(&c->x.host, c->x.port, c->x.is_connect, &p->connect_ports, &p->http_ports,
+                             line, cap))
+        return;
+    char auth[SL_HOST_MAX + 3];
+    snprintf(line, cap, "%s:%d", sl_host_authority(&c->x.host, auth, sizeof auth), c->x.port);
+}
+
 /* Every address of the answer must be public, however many it has: one
  * private address refuses the request. The first SL_DNS_MAX_ADDRS are
  * kept to connect to. */
@@ -141,16 +155,14 @@ void conn_decide(conn *c)
     sl_match_result m = sl_allowlist_match(p->allow, &c->x.host, c->x.port, c->x.is_connect,
                                            &p->connect_ports, &p->http_ports, &rule);
     if (m == SL_MATCH_NO_ENTRY) {
-        sl_allowlist_suggest(&c->x.host, c->x.port, c->x.is_connect, &p->connect_ports,
-                             &p->http_ports, line, sizeof line);
+        suggest(c, line, sizeof line);
         conn_refuse(c, 403, "not_allowlisted",
                     "%s is not on the allowlist. To allow it, add this line to an allowlist file:\n\n    %s\n",
                     c->x.host.name, line);
         return;
     }
     if (m == SL_MATCH_PORT_NOT_ALLOWED) {
-        sl_allowlist_suggest(&c->x.host, c->x.port, c->x.is_connect, &p->connect_ports,
-                             &p->http_ports, line, sizeof line);
+        suggest(c, line, sizeof line);
         conn_refuse(c, 403, "port_not_allowed",
                     "%s is on the allowlist, but not port %d for %s. To allow it, add this line:\n\n    %s\n",
                     c->x.host.name, c->x.port, c->x.is_connect ? "CONNECT" : "plain HTTP", line);

@@ -143,3 +143,10 @@ def test_private_literal_inside_allow_cidr_is_still_decided_by_the_allowlist(slu
         sock.sendall(b"GET http://10.0.0.1/x HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n")
         d = s.decision_for(sock.getsockname()[1])
     assert d["decision"] == "allow" and d["addr"] == "10.0.0.1"
+
+
+def test_literal_admitted_by_allow_cidr_but_not_listed_gets_its_exact_line(sluice):
+    s = sluice(allow=["origin.test"], config={"policy": {"allow_cidr": "10.0.0.1/32"}})
+    r = _exchange(s.port, b"GET http://10.0.0.1:9000/ HTTP/1.1\r\nHost: 10.0.0.1:9000\r\n\r\n")
+    assert_refused(r, 403, "not_allowlisted")
+    assert b"\n    10.0.0.1:9000\n" in r.body, r.body
