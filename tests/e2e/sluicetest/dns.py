@@ -37,6 +37,11 @@ RECORDS = {
     "a.wild.test": ["11.0.0.1"],
     "apex.test": ["11.0.0.1"],
     "b.apex.test": ["11.0.0.1"],
+    # the scriptable origins (sluicetest/scripted.py)
+    "h1.hostile.test": ["11.0.0.5"],
+    "h2.hostile.test": ["11.0.0.6"],
+    "two.hostile.test": ["11.0.0.5", "11.0.0.6"],
+    "alias.hostile.test": ["11.0.0.5"],     # h1's address under another name
 }
 # Everything else under .test is NXDOMAIN, answered locally: e.g. denied.test,
 # nxdomain.test. dnsmasq has no upstream at all.
