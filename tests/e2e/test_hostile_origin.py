@@ -613,7 +613,8 @@ def test_a_stalled_head_is_504_at_idle_ms(sluice, scripted):
         port = c.local_port
     assert closed, "a stalled origin head was never cut"
     resps, tail, err = parse_responses(data, ["GET"], eof=True)
-    assert err is None and tail is None and len(resps) == 1 and resps[0].status == 504, data[:300]
+    assert err is None and tail is None and len(resps) == 1 and resps[0].status == 504, \
+        f"expected 504 for a stalled origin head, got {data[:300]!r} after {elapsed:.2f}s"
     assert resps[0].conn_close
     assert idle / 1000 * 0.9 <= elapsed <= idle / 1000 + 1.5, f"504 after {elapsed:.2f}s, idle_ms = {idle}"
     s.stop()
