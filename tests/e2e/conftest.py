@@ -19,6 +19,8 @@ from sluicetest import netns
 from sluicetest.dns import Blackhole, Dnsmasq
 from sluicetest.origins import Origins
 from sluicetest.proc import Sluice, binary
+from sluicetest.scripted import ScriptedOrigin
+from sluicetest.slowdns import SlowDNS
 from sluicetest import tlsmaterial
 
 
@@ -84,6 +86,43 @@ def recorder(origins):
     return origins.recorder
 
 
+@pytest.fixture(scope="session")
+def _scripted_origin(network):
+    o = ScriptedOrigin()
+    yield o
+    o.close()
+
+
+@pytest.fixture
+def scripted(_scripted_origin):
+    """The scriptable origin (sluicetest/scripted.py) at 11.0.0.5:80
+    (h1.hostile.test) and 11.0.0.6:80 (h2.hostile.test). At teardown its
+    open connections are reset and queued scripts dropped; an exception in
+    a script's own code fails the test."""
+    _scripted_origin.reset()
+    yield _scripted_origin
+    errors = _scripted_origin.reset()
+    if errors:
+        pytest.fail("scripted origin: " + "; ".join(f"conn {c.index}: {c.outcome}" for c in errors),
+                    pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def _slow_dns(network):
+    d = SlowDNS()
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def slow_dns(_slow_dns):
+    """A DNS server on 127.0.0.55:53 whose answers the test holds or delays
+    (sluicetest/slowdns.py); its rules are cleared around each test."""
+    _slow_dns.reset()
+    yield _slow_dns
+    _slow_dns.reset()
+
+
 @pytest.fixture
 def sluice(tmp_path, dns, origins, request):
     """Factory: sluice(allow=[...], config={section: {key: value}}) writes the
@@ -92,9 +131,9 @@ def sluice(tmp_path, dns, origins, request):
     decision log in the tmp dir. A value None removes a default key."""
     started = []
 
-    def start(allow=(), config=None, args=(), start=True, name=None, cwd="/", listeners=1):
+    def start(allow=(), config=None, args=(), start=True, name=None, cwd="/", listeners=1, env=None):
         workdir = tmp_path / (name or f"sluice{len(started)}")
-        s = Sluice(workdir, allow=allow, config=config, args=args, cwd=cwd)
+        s = Sluice(workdir, allow=allow, config=config, args=args, cwd=cwd, env=env)
         started.append(s)
         if start:
             s.start(listeners=listeners)

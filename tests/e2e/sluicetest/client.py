@@ -4,8 +4,10 @@ ClientHello bytes."""
 import re
 import socket
 import ssl
+import struct
 import subprocess
 import threading
+import time
 
 from .proc import clean_env
 
@@ -85,6 +87,87 @@ class Conn:
 
     def settimeout(self, t):
         self.sock.settimeout(t)
+
+    # --- byte-exact hostile sends -------------------------------------------
+    def send_pieces(self, data, pieces, delay=0.0):
+        """Send data in pieces (a size or a list of sizes), `delay` seconds
+        apart. Returns the exception if the peer closed, else None."""
+        sizes = pieces if isinstance(pieces, (list, tuple)) else None
+        off, i = 0, 0
+        while off < len(data):
+            n = sizes[i % len(sizes)] if sizes else pieces
+            err = self.send(data[off:off + n])
+            if err:
+                return err
+            off += n
+            i += 1
+            if delay and off < len(data):
+                time.sleep(delay)
+        return None
+
+    def half_close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def reset(self):
+        """Close with SO_LINGER 0: the peer gets a TCP reset."""
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        self.close()
+
+    def read_strict(self, methods=("GET",), timeout=10.0):
+        """Read until len(methods) final responses are complete, parsed with
+        the strict parser (sluicetest.strict); interim 1xx heads are
+        returned too, in order. Bytes after them stay buffered. Raises
+        AssertionError on malformed bytes or on EOF/timeout first."""
+        from .strict import parse_responses
+        deadline = time.monotonic() + timeout
+        old = self.sock.gettimeout()
+        try:
+            while True:
+                resps, tail, err = parse_responses(self.buf, list(methods))
+                if err is not None:
+                    raise AssertionError(f"malformed response bytes: {err}; got {bytes(self.buf)[:500]!r}")
+                finals = [r for r in resps if not r.interim]
+                if len(finals) >= len(methods):
+                    used = 0
+                    out = []
+                    for r in resps:
+                        out.append(r)
+                        used += len(r.raw)
+                        if not r.interim and sum(1 for x in out if not x.interim) == len(methods):
+                            break
+                    del self.buf[:used]
+                    return out
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no complete response within {timeout}s; have {bytes(self.buf)[:500]!r}")
+                self.sock.settimeout(left)
+                try:
+                    data = self.sock.recv(1 << 18)
+                except socket.timeout:
+                    continue
+                except ConnectionResetError:
+                    data = b""
+                if not data:
+                    resps, tail, err = parse_responses(self.buf, list(methods), eof=True)
+                    finals = [r for r in resps if not r.interim]
+                    if err is None and tail is None and len(finals) == len(methods):
+                        self.buf.clear()
+                        return resps
+                    raise Closed(f"connection closed before {len(methods)} complete response(s); "
+                                 f"got {bytes(self.buf)[:500]!r}")
+                self.buf += data
+        finally:
+            self.sock.settimeout(old)
+
+    def read_final(self, method="GET", timeout=10.0):
+        """The next final response (interim heads before it are dropped)."""
+        return [r for r in self.read_strict((method,), timeout) if not r.interim][-1]
 
     def send(self, data):
         """Send; a peer that closed early is not an error here (its reply is

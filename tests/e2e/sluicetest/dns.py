@@ -41,6 +41,11 @@ RECORDS = {
     "blackholed.test": ["11.0.0.4", "11.0.0.1"],
     # 17 addresses: 16 public ones, then a loopback one; the whole answer is checked.
     "many.test": [f"11.0.2.{i}" for i in range(1, 17)] + ["127.0.0.1"],
+    # the scriptable origins (sluicetest/scripted.py)
+    "h1.hostile.test": ["11.0.0.5"],
+    "h2.hostile.test": ["11.0.0.6"],
+    "two.hostile.test": ["11.0.0.5", "11.0.0.6"],
+    "alias.hostile.test": ["11.0.0.5"],     # h1's address under another name
 }
 # Everything else under .test is NXDOMAIN, answered locally: e.g. denied.test,
 # nxdomain.test. dnsmasq has no upstream at all.

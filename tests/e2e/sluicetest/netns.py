@@ -10,7 +10,7 @@ import os
 import subprocess
 
 # Addresses the tests put on lo. Inside the namespace they belong to the test.
-PUBLIC_V4 = ["11.0.0.1", "11.0.0.2", "11.0.0.3", "11.0.0.4"]
+PUBLIC_V4 = ["11.0.0.1", "11.0.0.2", "11.0.0.3", "11.0.0.4", "11.0.0.5", "11.0.0.6"]
 PUBLIC_V6 = ["2c0f:fff0::1"]
 PRIVATE_V4 = ["10.0.0.1"]
 
@@ -88,3 +88,28 @@ def setup_loopback():
     with open("/proc/sys/net/ipv6/conf/lo/disable_ipv6") as f:
         if f.read().strip() != "0":
             raise NotIsolated("IPv6 is disabled on lo in the test namespace")
+
+
+def tcp_sockets(state=None, remote=None):
+    """[(local (ip, port), remote (ip, port), state)] of this namespace's IPv4
+    TCP sockets (/proc/net/tcp), filtered by state (e.g. "SYN_SENT") and
+    remote address. Used to see that sluice is connecting somewhere."""
+    import ipaddress
+    import struct
+    states = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "06": "TIME_WAIT",
+              "07": "CLOSE", "08": "CLOSE_WAIT", "0A": "LISTEN"}
+
+    def addr(text):
+        ip, port = text.split(":")
+        return str(ipaddress.IPv4Address(struct.pack("<I", int(ip, 16)))), int(port, 16)
+
+    out = []
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            st = states.get(parts[3], parts[3])
+            loc, rem = addr(parts[1]), addr(parts[2])
+            if (state is None or st == state) and (remote is None or rem == tuple(remote)):
+                out.append((loc, rem, st))
+    return out

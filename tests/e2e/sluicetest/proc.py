@@ -75,9 +75,10 @@ def merge(base, override):
 
 
 class Sluice:
-    def __init__(self, workdir, allow=(), config=None, args=(), cwd="/"):
+    def __init__(self, workdir, allow=(), config=None, args=(), cwd="/", env=None):
         self.workdir = Path(workdir)
         self.cwd = cwd
+        self.extra_env = dict(env or {})
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.workdir / "sluice.ini"
         self.allowlist_path = self.workdir / "allowlist.txt"
@@ -115,7 +116,7 @@ class Sluice:
         self._stdout = open(self.stdout_path, "wb")
         self.proc = subprocess.Popen([str(b), "run", "-c", str(self.config_path), *self.args],
                                      stdin=subprocess.DEVNULL, stdout=self._stdout,
-                                     stderr=subprocess.PIPE, env=sanitizer_env(),
+                                     stderr=subprocess.PIPE, env=self._env(),
                                      cwd=self.cwd)
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
@@ -126,6 +127,22 @@ class Sluice:
             start = self.last_stderr_index + 1
         self.port = self.listeners[0][1]
         return self
+
+    def _env(self):
+        """sanitizer_env(), with extra_env on top; ASAN_OPTIONS and
+        UBSAN_OPTIONS given there are appended to the defaults."""
+        env = sanitizer_env()
+        for k, v in self.extra_env.items():
+            env[k] = f"{env[k]}:{v}" if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS") and k in env else v
+        return env
+
+    def rss(self):
+        """sluice's resident set size in bytes (VmRSS)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS line")
 
     def _read_stderr(self):
         for raw in self.proc.stderr:
