@@ -363,6 +363,10 @@ void conn_finish(conn *c, const char *end)
     }
     conn_cancel_connect(c);
     exchange_drop_origin(c);
+    if (c->cli->error) {
+        conn_close(c, end);   /* nobody to reply to */
+        return;
+    }
     conn_set_state(c, CS_CLOSING);
     c->x.finishing = end;
     conn_timer(c, c->pol->header_ms);   /* a client that does not read its reply */
@@ -380,6 +384,10 @@ bool conn_allow(conn *c)
         return false;
     }
     conn_log_decision(c, true, "allowlisted", NULL);
+    if (c->cli->error) {   /* the client went away while this was decided */
+        conn_close(c, "client_error");
+        return false;
+    }
     return true;
 }
 
@@ -602,9 +610,9 @@ void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg)
     case CS_CONNECTING:
         /* Bytes wait in the buffer (bounded by in_max); an EOF is kept in
          * the stream and acted on once the origin is reached: a request
-         * (or a tunnel's first bytes) still goes. */
-        if (from_client && ev == SL_STREAM_ERROR)
-            conn_close(c, "client_error");
+         * (or a tunnel's first bytes) still goes. An error is kept too:
+         * the request was made, so its decision is made and logged as for
+         * any other (conn_allow and conn_finish then close at once). */
         break;
     case CS_SNI:
         if (from_client)
