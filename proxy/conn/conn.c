@@ -29,6 +29,8 @@ _Static_assert(CONN_READ_AHEAD > SL_HTTP_MAX_HEAD && CONN_READ_AHEAD >= 2 * SL_S
 static void on_read(struct bufferevent *bev, void *arg);
 static void on_write(struct bufferevent *bev, void *arg);
 static void on_event(struct bufferevent *bev, short what, void *arg);
+static void refusal_send(conn *c);
+static void conn_log_wait_end(conn *c);
 
 static const char *const state_names[] = {
     [CS_HEAD] = "head", [CS_RESOLVING] = "resolving", [CS_CONNECTING] = "connecting",
@@ -117,6 +119,14 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         return;
     }
     case CS_REFUSING:
+        if (c->log_waiting) {
+            /* A log this slow that is not failing yet: the line is queued,
+             * on its way; the client has waited long enough. */
+            conn_log_wait_end(c);
+            conn_timer(c, c->pol->header_ms);
+            refusal_send(c);
+            return;
+        }
         conn_close(c, "refused");
         return;
     }
@@ -229,7 +239,7 @@ static void json_common(sl_json *j, char *ts, const char *event, const conn *c)
     sl_json_cstr(j, "id", c->x.id);
 }
 
-void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
+uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
 {
     char buf[8192], ts[40], a[SL_ADDR_STRLEN], rule[300];
     sl_json j;
@@ -262,12 +272,13 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
     sl_metrics_decision(allow, reason);
-    /* A refusal's line is on disk before its reply is sent. */
-    sl_log_line(buf, sl_json_open_len(&j), !allow);
+    /* A refusal's reply waits for this ticket (conn_refuse). */
+    uint64_t ticket = sl_log_line(buf, sl_json_open_len(&j));
     if (allow) {
         c->x.allowed = true;
         clock_gettime(CLOCK_MONOTONIC, &c->x.t_allowed);
     }
+    return ticket;
 }
 
 void conn_log_close(conn *c, const char *end)
@@ -281,7 +292,7 @@ void conn_log_close(conn *c, const char *end)
     sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_allowed));
     sl_json_cstr(&j, "end", end);
     sl_metrics_bytes(c->x.bytes_up, c->x.bytes_down);
-    sl_log_line(buf, sl_json_open_len(&j), false);
+    sl_log_line(buf, sl_json_open_len(&j));
     c->x.allowed = false;   /* one close line per allowed exchange */
 }
 
@@ -304,7 +315,80 @@ static void linger_after_flush(conn *c)
     conn_timer(c, LINGER_MS);
 }
 
-void conn_linger_close(conn *c)
+/* What is queued for the client goes out, then the linger. */
+static void refusal_send(conn *c)
+{
+    bufferevent_enable(c->cli, EV_WRITE);
+    linger_after_flush(c);
+}
+
+/* ---- a refusal waits for its log line ----
+ *
+ * A refusal's reply is sent only once its decision line is written
+ * (sl_log_written), unless the log is failing: then the line waits in
+ * memory and the reply goes at once. Meanwhile the reply sits in the
+ * client's output with writing off, and the connection is on its worker's
+ * log_waiters list; the log's progress callback wakes the worker
+ * (worker_log_progress), which calls conn_release_log_waiters. The
+ * refusal's timer (header_ms) bounds the wait as well. */
+
+/* Whether the reply must wait: if so, c is now on the list. */
+static bool conn_wait_for_log(conn *c, uint64_t ticket)
+{
+    if (sl_log_written(ticket))
+        return false;
+    worker *w = c->w;
+    c->log_ticket = ticket;
+    c->log_waiting = true;
+    c->log_prev = NULL;
+    c->log_next = w->log_waiters;
+    if (w->log_waiters)
+        w->log_waiters->log_prev = c;
+    w->log_waiters = c;
+    /* Counted before asking again: either the writer sees the count and
+     * wakes us, or we see what it wrote (both sequentially consistent). */
+    atomic_fetch_add(&w->nlog_waiters, 1);
+    if (sl_log_written(ticket) || sl_log_failing(NULL, 0)) {
+        conn_log_wait_end(c);
+        return false;
+    }
+    bufferevent_disable(c->cli, EV_WRITE);
+    return true;
+}
+
+static void conn_log_wait_end(conn *c)
+{
+    if (!c->log_waiting)
+        return;
+    worker *w = c->w;
+    if (c->log_prev)
+        c->log_prev->log_next = c->log_next;
+    else if (w->log_waiters == c)
+        w->log_waiters = c->log_next;
+    if (c->log_next)
+        c->log_next->log_prev = c->log_prev;
+    c->log_prev = c->log_next = NULL;
+    c->log_waiting = false;
+    atomic_fetch_sub(&w->nlog_waiters, 1);
+}
+
+void conn_release_log_waiters(worker *w)
+{
+    if (!w->log_waiters)
+        return;
+    bool all = sl_log_failing(NULL, 0);
+    for (conn *c = w->log_waiters, *next; c; c = next) {
+        next = c->log_next;
+        if (all || sl_log_written(c->log_ticket)) {
+            conn_log_wait_end(c);
+            refusal_send(c);
+        }
+    }
+}
+
+/* Close the client once what is queued for it is sent; with a ticket, not
+ * before that log line is written. */
+static void linger_close_after_log(conn *c, uint64_t ticket)
 {
     if (c->x.dns) {
         sl_dns_cancel(c->x.dns);
@@ -314,9 +398,14 @@ void conn_linger_close(conn *c)
     conn_set_state(c, CS_REFUSING);
     bufferevent_disable(c->cli, EV_READ);
     bufferevent_setwatermark(c->cli, EV_WRITE, 0, 0);
-    bufferevent_enable(c->cli, EV_WRITE);
     conn_timer(c, c->pol->header_ms);
-    linger_after_flush(c);
+    if (!conn_wait_for_log(c, ticket))
+        refusal_send(c);
+}
+
+void conn_linger_close(conn *c)
+{
+    linger_close_after_log(c, 0);
 }
 
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
@@ -327,9 +416,9 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
 
-    conn_log_decision(c, false, reason, detail);
+    uint64_t ticket = conn_log_decision(c, false, reason, detail);
     sl_reply_refusal(bufferevent_get_output(c->cli), status, reason, detail);
-    conn_linger_close(c);
+    linger_close_after_log(c, ticket);
 }
 
 /* ---- accept and close ---- */
@@ -411,6 +500,7 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
 void conn_close(conn *c, const char *end)
 {
     assert(c->magic == CONN_MAGIC);
+    conn_log_wait_end(c);
     if (c->x.allowed)
         conn_log_close(c, end);
     if (c->state == CS_TUNNEL)

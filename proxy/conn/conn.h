@@ -99,6 +99,11 @@ typedef struct conn {
     struct relay *rl;             /* CS_TUNNEL: the relay owns the sockets (cli, up NULL) */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
+    /* A refusal whose log line is not written yet: its reply waits, in
+     * w->log_waiters (see conn_wait_for_log). */
+    bool log_waiting;
+    uint64_t log_ticket;
+    struct conn *log_prev, *log_next;
     exchange x;
 } conn;
 
@@ -118,15 +123,17 @@ void conn_set_state(conn *c, conn_state to);
 /* Arm the connection's single timer; 0 disarms. */
 void conn_timer(conn *c, int ms);
 
-/* Decision log lines. */
-void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
+/* Decision log lines. A decision line returns its log ticket. */
+uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
 void conn_log_close(conn *c, const char *end);
 
 /* Close the client once its queued output is sent (lingering briefly so a
  * reply is not lost to a reset); the origin side is closed at once. */
 void conn_linger_close(conn *c);
 
-/* Refuse the exchange: log, reply with status and reason, close. */
+/* Refuse the exchange: log, reply with status and reason, close. The
+ * reply goes out once its log line is written, or at once while the log is
+ * failing (the line then waits in memory). */
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -148,6 +155,11 @@ void tunnel_on_eof(conn *c, bool from_client);    /* CS_SNI only */
 void forward_on_read(conn *c, bool from_client);
 void forward_on_eof(conn *c, bool from_client);
 void forward_on_drained(conn *c, bool to_client);
+
+/* The log wrote more (or started or stopped failing): send the replies of
+ * this worker's refusals whose lines are now written (all of them while it
+ * fails). Called by the worker on its wake-up. */
+void conn_release_log_waiters(worker *w);
 
 double conn_ms_since(const struct timespec *t);
 void conn_touch(conn *c);
