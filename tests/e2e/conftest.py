@@ -92,9 +92,10 @@ def sluice(tmp_path, dns, origins, request):
     decision log in the tmp dir. A value None removes a default key."""
     started = []
 
-    def start(allow=(), config=None, args=(), start=True, name=None, cwd="/", listeners=1):
+    def start(allow=(), config=None, args=(), start=True, name=None, cwd="/", listeners=1,
+              stdout_pipe=False):
         workdir = tmp_path / (name or f"sluice{len(started)}")
-        s = Sluice(workdir, allow=allow, config=config, args=args, cwd=cwd)
+        s = Sluice(workdir, allow=allow, config=config, args=args, cwd=cwd, stdout_pipe=stdout_pipe)
         started.append(s)
         if start:
             s.start(listeners=listeners)
