@@ -409,11 +409,14 @@ static bool write_round(void)
 }
 
 /* A line the disk took only part of before it filled, when the file is
- * left (a reopen, or exit): cut off again (a regular file), so that the
- * file ends on a whole line. The line then counts as not written: it goes
- * whole to the next file, or is reported at exit. */
+ * left (a reopen, or exit): cut off again (a regular file, and not
+ * standard output, which others may write to), so that the file ends on a
+ * whole line. The line then counts as not written: it goes whole to the
+ * next file, or is reported at exit. */
 static void cut_half_line(void)
 {
+    if (is_stdout_path(log_path))
+        return;
     size_t line_start = out_off;
     while (line_start > 0 && out.p[line_start - 1] != '\n')
         line_start--;
