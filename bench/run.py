@@ -64,8 +64,8 @@ LOG_POLICY = {
     "floor": "none (it writes no log)",
     "squid": "access_log stdio: one write(2) per line (buffered_logs off, the default), no fsync",
     "tinyproxy": "one write(2) and one fsync(2) per log line (LogLevel Info: about 7 lines per connection)",
-    "sluice": "decision log: deny lines written before the refusal is sent; allow and close lines buffered, "
-              "written within 100 ms or at 64 KiB; no fsync; SHA-256 hash chain on every line",
+    "sluice": "decision log: a writer thread; deny lines written before the refusal is sent; allow and close "
+              "lines gathered, written within 100 ms or at 64 KiB; no fsync; SHA-256 hash chain on every line",
     "sluice-full": "the same as sluice (the decision log on, in a file)",
 }
 

@@ -131,6 +131,9 @@ void conn_leave(conn *c)
 
 /* ---- the timer ---- */
 
+static void log_wait_end(conn *c);
+static void closing_send(conn *c);
+
 static void on_timeout(conn *c)
 {
     switch (c->state) {
@@ -175,6 +178,14 @@ static void on_timeout(conn *c)
         return;
     }
     case CS_CLOSING:
+        if (c->log_waiting) {
+            /* A log this slow that is not failing yet: the line is queued,
+             * on its way; the client has waited long enough. */
+            log_wait_end(c);
+            conn_timer(c, c->pol->header_ms);
+            closing_send(c);
+            return;
+        }
         conn_close(c, c->x.finishing ? c->x.finishing : "refused");
         return;
     case CS_CLOSED:
@@ -270,7 +281,7 @@ static void json_common(sl_json *j, char *ts, const char *event, const conn *c)
     sl_json_cstr(j, "id", c->x.id);
 }
 
-void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
+uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
 {
     char buf[8192], ts[40], a[SL_ADDR_STRLEN], rule[300];
     sl_json j;
@@ -305,12 +316,13 @@ void conn_log_decision(conn *c, bool allow, const char *reason, const char *deta
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
     sl_metrics_decision(allow, reason);
-    /* A refusal's line is on disk before its reply is sent. */
-    sl_log_line(buf, sl_json_open_len(&j), !allow);
+    /* A refusal's reply waits for this ticket (conn_refuse). */
+    uint64_t ticket = sl_log_line(buf, sl_json_open_len(&j));
     if (allow) {
         c->x.allowed = true;
         clock_gettime(CLOCK_MONOTONIC, &c->x.t_allowed);
     }
+    return ticket;
 }
 
 void conn_log_close(conn *c, const char *end)
@@ -326,7 +338,7 @@ void conn_log_close(conn *c, const char *end)
     sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_allowed));
     sl_json_cstr(&j, "end", end);
     sl_metrics_bytes(c->x.bytes_up, c->x.bytes_down);
-    sl_log_line(buf, sl_json_open_len(&j), false);
+    sl_log_line(buf, sl_json_open_len(&j));
     c->x.allowed = false;
 }
 
@@ -352,7 +364,81 @@ static void linger_if_flushed(conn *c)
     conn_timer(c, LINGER_MS);
 }
 
-void conn_finish(conn *c, const char *end)
+/* ---- a refusal waits for its log line ----
+ *
+ * A refusal's reply is sent only once its decision line is written
+ * (sl_log_written), unless the log is failing: then the line waits in
+ * memory and the reply goes at once. Meanwhile the reply sits unsent in the
+ * client's output and the connection is on its worker's log_waiters list;
+ * the log's progress callback wakes the worker (worker_log_progress),
+ * which calls conn_release_log_waiters. The closing timer (header_ms)
+ * bounds the wait as well. */
+
+static void log_wait_end(conn *c)
+{
+    if (!c->log_waiting)
+        return;
+    worker *w = c->w;
+    if (c->log_prev)
+        c->log_prev->log_next = c->log_next;
+    else if (w->log_waiters == c)
+        w->log_waiters = c->log_next;
+    if (c->log_next)
+        c->log_next->log_prev = c->log_prev;
+    c->log_prev = c->log_next = NULL;
+    c->log_waiting = false;
+    atomic_fetch_sub(&w->nlog_waiters, 1);
+}
+
+/* Whether the reply must wait: if so, c is now on the list. */
+static bool wait_for_log(conn *c, uint64_t ticket)
+{
+    if (sl_log_written(ticket))
+        return false;
+    worker *w = c->w;
+    c->log_ticket = ticket;
+    c->log_waiting = true;
+    c->log_prev = NULL;
+    c->log_next = w->log_waiters;
+    if (w->log_waiters)
+        w->log_waiters->log_prev = c;
+    w->log_waiters = c;
+    /* Counted before asking again: either the writer sees the count and
+     * wakes us, or we see what it wrote (both sequentially consistent). */
+    atomic_fetch_add(&w->nlog_waiters, 1);
+    if (sl_log_written(ticket) || sl_log_failing(NULL, 0)) {
+        log_wait_end(c);
+        return false;
+    }
+    return true;
+}
+
+/* What is queued for the client goes out, then the linger. */
+static void closing_send(conn *c)
+{
+    sl_stream_flush(c->cli);
+    linger_if_flushed(c);
+}
+
+void conn_release_log_waiters(worker *w)
+{
+    if (!w->log_waiters)
+        return;
+    bool all = sl_log_failing(NULL, 0);
+    for (conn *c = w->log_waiters, *next; c; c = next) {
+        next = c->log_next;
+        if (all || sl_log_written(c->log_ticket)) {
+            conn_enter(c);
+            log_wait_end(c);
+            closing_send(c);
+            conn_leave(c);
+        }
+    }
+}
+
+/* conn_finish, and for a refusal (ticket > 0) not before its line is
+ * written. */
+static void finish_after_log(conn *c, const char *end, uint64_t ticket)
 {
     if (!conn_live(c) || c->state == CS_CLOSING)
         return;
@@ -370,8 +456,13 @@ void conn_finish(conn *c, const char *end)
     conn_set_state(c, CS_CLOSING);
     c->x.finishing = end;
     conn_timer(c, c->pol->header_ms);   /* a client that does not read its reply */
-    sl_stream_flush(c->cli);
-    linger_if_flushed(c);
+    if (!wait_for_log(c, ticket))
+        closing_send(c);
+}
+
+void conn_finish(conn *c, const char *end)
+{
+    finish_after_log(c, end, 0);
 }
 
 bool conn_allow(conn *c)
@@ -401,9 +492,9 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
 
-    conn_log_decision(c, false, reason, detail);
+    uint64_t ticket = conn_log_decision(c, false, reason, detail);
     sl_reply_refusal(c->cli->out, status, reason, detail);
-    conn_finish(c, "refused");
+    finish_after_log(c, "refused", ticket);
 }
 
 static void closing_on_client(conn *c, sl_stream_event ev)
@@ -487,6 +578,7 @@ void conn_close(conn *c, const char *end)
     assert(c->magic == CONN_MAGIC && c->depth > 0);
     if (c->state == CS_CLOSED)
         return;
+    log_wait_end(c);
     conn_log_close(c, end);
     if (c->state == CS_TUNNEL)
         sl_metrics_tunnel(-1);

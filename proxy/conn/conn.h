@@ -131,6 +131,11 @@ typedef struct conn {
     struct relay *rl;             /* CS_TUNNEL */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
+    /* A refusal whose log line is not written yet: its reply waits, in
+     * w->log_waiters (see wait_for_log in conn.c). */
+    bool log_waiting;
+    uint64_t log_ticket;
+    struct conn *log_prev, *log_next;
     exchange x;
 } conn;
 
@@ -161,8 +166,8 @@ void conn_timer(conn *c, int ms);
  * that finished the previous exchange. */
 void conn_kick(conn *c);
 
-/* Decision log lines. */
-void conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
+/* Decision log lines. A decision line returns its log ticket. */
+uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
 void conn_log_close(conn *c, const char *end);
 
 /* End the connection gracefully: log the close line of an allowed
@@ -178,7 +183,9 @@ void conn_new_exchange(conn *c);
  * request is then refused with 503 log_unavailable). */
 bool conn_allow(conn *c);
 
-/* Refuse the exchange: log, reply with status and reason, finish. */
+/* Refuse the exchange: log, reply with status and reason, finish. The
+ * reply goes out once its log line is written, or at once while the log is
+ * failing (the line then waits in memory, on its way). */
 void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -194,6 +201,11 @@ void exchange_on_timeout(conn *c);           /* exchange.c: idle_ms passed */
 bool exchange_can_reuse(conn *c);            /* exchange.c: is the idle origin good for x? */
 void exchange_drop_origin(conn *c);          /* exchange.c: close the origin connection */
 void exchange_interest(conn *c, bool *cli, bool *up);   /* exchange.c: what CS_FORWARD reads */
+
+/* The log wrote more (or started or stopped failing): send the replies of
+ * this worker's refusals whose lines are now written (all of them while it
+ * fails). Called by the worker when it is woken. */
+void conn_release_log_waiters(worker *w);
 
 /* The stream callback for both sides (conn.c). */
 void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg);

@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "dns.h"
+#include "log.h"
 
 sl_shared g_shared = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -60,6 +61,23 @@ bool sl_is_own_listener(const sl_addr *a, int port)
     return false;
 }
 
+#define LOG_PAUSE_CHECK_MS 100
+
+/* More than LOG_SOFT_MAX of decision log waits to be written: accept no
+ * one (clients wait in the kernel's queue) until it drains, so that what
+ * waits stays bounded and no line is ever dropped. Checked again every
+ * LOG_PAUSE_CHECK_MS. */
+static void pause_for_log(worker *w)
+{
+    if (w->log_paused)
+        return;
+    w->log_paused = true;
+    for (size_t i = 0; i < w->nlisteners; i++)
+        evconnlistener_disable(w->listeners[i]);
+    struct timeval tv = { 0, LOG_PAUSE_CHECK_MS * 1000 };
+    evtimer_add(w->accept_retry, &tv);
+}
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
@@ -68,6 +86,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     atomic_fetch_add(&g_shared.clients, 1);
     atomic_fetch_add(&g_shared.accepts, 1);
     conn_accept(w, fd, sa, salen);
+    if (sl_log_backlogged())
+        pause_for_log(w);
 }
 
 static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
@@ -77,6 +97,12 @@ static void on_accept_retry(evutil_socket_t fd, short what, void *arg)
     worker *w = arg;
     if (w->draining)
         return;
+    if (sl_log_backlogged()) {
+        struct timeval tv = { 0, LOG_PAUSE_CHECK_MS * 1000 };
+        evtimer_add(w->accept_retry, &tv);
+        return;
+    }
+    w->log_paused = false;
     for (size_t i = 0; i < w->nlisteners; i++)
         evconnlistener_enable(w->listeners[i]);
 }
@@ -122,6 +148,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     uint64_t n;
     if (fd >= 0 && read(fd, &n, sizeof n) < 0 && errno != EAGAIN)
         fprintf(stderr, "sluice: worker wake-up: %s\n", strerror(errno));
+    /* Woken by the log's progress (or the 100 ms check, as a backstop). */
+    conn_release_log_waiters(w);
     if (atomic_load(&w->drain))
         start_drain(w);
     if (atomic_load(&w->stop)) {
@@ -150,6 +178,12 @@ void worker_wake(worker *w)
     uint64_t one = 1;
     if (write(w->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
         fprintf(stderr, "sluice: waking worker %d: %s\n", w->index, strerror(errno));
+}
+
+void worker_log_progress(worker *w)
+{
+    if (atomic_load(&w->nlog_waiters) > 0)
+        worker_wake(w);
 }
 
 bool worker_init(worker *w, int index, char *err, size_t errcap)

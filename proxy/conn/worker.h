@@ -33,6 +33,12 @@ typedef struct worker {
     bool draining;
     struct conn *conns;          /* every open connection of this worker */
     size_t nconns;
+    /* Refusals whose replies wait for their log line; the count is read by
+     * the log's progress callback (another thread), which wakes only the
+     * workers that have some. */
+    struct conn *log_waiters;
+    atomic_int nlog_waiters;
+    bool log_paused;             /* accepting paused: too much log waits to be written */
     uint64_t rng;                /* for connection ids */
 } worker;
 
@@ -63,6 +69,9 @@ bool worker_init(worker *w, int index, char *err, size_t errcap);
 void *worker_main(void *arg);
 void worker_free(worker *w);
 void worker_wake(worker *w);
+/* The log's progress callback, for one worker (any thread): wakes it if
+ * refusals of its wait for their log lines. */
+void worker_log_progress(worker *w);
 
 /* Whether addr:port is one of the gate's own listening sockets. */
 bool sl_is_own_listener(const sl_addr *a, int port);

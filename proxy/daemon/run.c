@@ -109,7 +109,8 @@ static struct timespec idle_since;
 static unsigned long idle_accepts;
 
 /* Shutdown: workers stop accepting and finish what is open; the main loop
- * keeps flushing the log until they are done or the grace runs out. */
+ * keeps watching the log (sl_log_tick) until they are done or the grace
+ * runs out. */
 static atomic_int workers_running;
 static struct event *grace_timer;
 
@@ -142,6 +143,14 @@ static void start_drain(void)
     grace_timer = evtimer_new(g_main, on_grace, NULL);
     struct timeval tv = { grace / 1000, (grace % 1000) * 1000 };
     evtimer_add(grace_timer, &tv);
+}
+
+/* The log wrote lines, or started or stopped failing: the workers with
+ * refusals waiting for their lines look again. */
+static void on_log_progress(void)
+{
+    for (int i = 0; i < g_nworkers; i++)
+        worker_log_progress(&g_workers[i]);
 }
 
 static void *run_worker(void *arg)
@@ -264,6 +273,7 @@ int sl_cmd_run(const sl_options *opts)
     if (!sl_dns_global_init(err, sizeof err)) {
         fprintf(stderr, "sluice: %s\n", err);
         sl_policy_unref(p);
+        sl_log_close();
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -301,9 +311,10 @@ int sl_cmd_run(const sl_options *opts)
     clock_gettime(CLOCK_MONOTONIC, &idle_since);
     struct event *idle = event_new(g_main, -1, EV_PERSIST, on_idle_check, NULL);
     event_add(idle, &(struct timeval){ 0, 200 * 1000 });
-    /* Buffered log lines reach the disk at least every 100 ms. */
+    /* A log write blocked too long, or too much waiting, is noticed here. */
     struct event *log_tick = event_new(g_main, -1, EV_PERSIST, on_log_tick, NULL);
     event_add(log_tick, &(struct timeval){ 0, 100 * 1000 });
+    sl_log_set_progress_cb(on_log_progress);
     pthread_sigmask(SIG_BLOCK, &set, &old);
     atomic_store(&workers_running, g_nworkers);
     for (int i = 0; i < g_nworkers; i++)
@@ -349,6 +360,8 @@ int sl_cmd_run(const sl_options *opts)
     rc = rc_admin_failed ? 1 : 0;
     fprintf(stderr, "sluice: stopped\n");
 out:
+    /* No call may reach a worker being freed (it waits for one under way). */
+    sl_log_set_progress_cb(NULL);
     for (int i = 0; g_workers && i < g_nworkers; i++)
         worker_free(&g_workers[i]);
     free(g_workers);

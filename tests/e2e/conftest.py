@@ -131,9 +131,11 @@ def sluice(tmp_path, dns, origins, request):
     decision log in the tmp dir. A value None removes a default key."""
     started = []
 
-    def start(allow=(), config=None, args=(), start=True, name=None, cwd="/", listeners=1, env=None):
+    def start(allow=(), config=None, args=(), start=True, name=None, cwd="/", listeners=1, env=None,
+              stdout_pipe=False):
         workdir = tmp_path / (name or f"sluice{len(started)}")
-        s = Sluice(workdir, allow=allow, config=config, args=args, cwd=cwd, env=env)
+        s = Sluice(workdir, allow=allow, config=config, args=args, cwd=cwd, env=env,
+                   stdout_pipe=stdout_pipe)
         started.append(s)
         if start:
             s.start(listeners=listeners)

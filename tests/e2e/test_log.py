@@ -191,3 +191,18 @@ def test_relative_paths_in_the_config_resolve_against_its_directory(sluice):
     assert resp.status == 200, resp
     conn.close()
     assert s.decision_for(conn.local_port)["decision"] == "allow"
+
+
+def test_a_refusals_line_is_in_the_file_before_its_reply_arrives(sluice):
+    # The writer gathers lines for up to 100 ms, but a refusal's reply waits
+    # for its own line: once the client has the 403, the line is there.
+    s = sluice(allow=STANDARD_ALLOW)
+    for i in range(20):
+        with Conn(s.port) as c:
+            resp = c.request("GET", f"http://denied-{i}.test/")
+            assert resp.status == 403
+            port = c.local_port
+        lines = [l for l in s.log_lines() if l.get("event") == "decision"
+                 and l.get("client") == f"127.0.0.1:{port}"]
+        assert len(lines) == 1 and lines[0]["host"] == f"denied-{i}.test", \
+            f"refusal {i} answered before its log line was written"

@@ -75,10 +75,15 @@ def merge(base, override):
 
 
 class Sluice:
-    def __init__(self, workdir, allow=(), config=None, args=(), cwd="/", env=None):
+    def __init__(self, workdir, allow=(), config=None, args=(), cwd="/", env=None, stdout_pipe=False):
+        """env: extra environment variables; stdout_pipe: standard output is
+        a pipe the test reads (or does not) through stdout_fd, rather than a
+        file."""
         self.workdir = Path(workdir)
         self.cwd = cwd
         self.extra_env = dict(env or {})
+        self.stdout_pipe = stdout_pipe
+        self.stdout_fd = None
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.workdir / "sluice.ini"
         self.allowlist_path = self.workdir / "allowlist.txt"
@@ -112,12 +117,18 @@ class Sluice:
         b = binary()
         if not b.exists():
             raise AssertionError(f"sluice binary {b} does not exist (make build/san/sluice, or set SLUICE_BIN)")
-        self.stdout_path = self.workdir / "sluice.stdout"
-        self._stdout = open(self.stdout_path, "wb")
+        if self.stdout_pipe:
+            self.stdout_path = None
+            self._stdout = subprocess.PIPE
+        else:
+            self.stdout_path = self.workdir / "sluice.stdout"
+            self._stdout = open(self.stdout_path, "wb")
         self.proc = subprocess.Popen([str(b), "run", "-c", str(self.config_path), *self.args],
                                      stdin=subprocess.DEVNULL, stdout=self._stdout,
                                      stderr=subprocess.PIPE, env=self._env(),
                                      cwd=self.cwd)
+        if self.stdout_pipe:
+            self.stdout_fd = self.proc.stdout.fileno()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
         self._reader.start()
         start = 0
@@ -206,7 +217,8 @@ class Sluice:
         self.stopped = True
         if self._reader:
             self._reader.join(5)
-        self._stdout.close()
+        if not self.stdout_pipe:
+            self._stdout.close()
         return self.returncode
 
     def stop(self, timeout=20.0):
