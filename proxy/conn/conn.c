@@ -162,6 +162,15 @@ static void on_timeout(conn *c)
         return;
     case CS_TUNNEL:
     case CS_FORWARD: {
+        /* A peer that reads slowly but steadily is not idle: bytes written
+         * since the last look count as activity (the relay stamps its own). */
+        if (c->state == CS_FORWARD) {
+            uint64_t w = c->cli->written + (c->up ? c->up->written : 0);
+            if (w != c->idle_written) {
+                c->idle_written = w;
+                conn_touch(c);
+            }
+        }
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
         long idle = (now.tv_sec - c->last_active.tv_sec) * 1000 +
@@ -316,6 +325,7 @@ uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
     sl_metrics_decision(allow, reason);
+    c->x.decided = true;
     /* A refusal's reply waits for this ticket (conn_refuse). */
     uint64_t ticket = sl_log_line(buf, sl_json_open_len(&j));
     if (allow) {
@@ -579,6 +589,14 @@ void conn_close(conn *c, const char *end)
     if (c->state == CS_CLOSED)
         return;
     log_wait_end(c);
+    if (c->x.head_parsed && !c->x.decided) {
+        /* Closed while its request was still being decided (the gate
+         * stopping, out of memory): the request was made, so it is logged,
+         * refused for that cause. */
+        char detail[200];
+        snprintf(detail, sizeof detail, "The connection was closed (%s) before the request was decided.", end);
+        conn_log_decision(c, false, end, detail);
+    }
     conn_log_close(c, end);
     if (c->state == CS_TUNNEL)
         sl_metrics_tunnel(-1);

@@ -92,6 +92,8 @@ typedef struct exchange {
     bool dns_done, connect_done;
     sl_dns_wait *dns;
     struct sl_connector *connector;
+    bool head_parsed;             /* a whole request head: it gets a decision line */
+    bool decided;                 /* its decision line was logged */
     bool allowed;                 /* an allow decision was logged */
     uint64_t bytes_up, bytes_down;
     const char *sni;              /* the ClientHello's name, while its decision is logged */
@@ -131,6 +133,7 @@ typedef struct conn {
     struct relay *rl;             /* CS_TUNNEL */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
+    uint64_t idle_written;        /* CS_FORWARD: bytes written both ways at the timer's last look */
     /* A refusal whose log line is not written yet: its reply waits, in
      * w->log_waiters (see wait_for_log in conn.c). */
     bool log_waiting;
@@ -145,7 +148,9 @@ static inline bool conn_live(const conn *c) { return c->state != CS_CLOSED; }
 void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen);
 
 /* The one close path: logs the close line of an allowed exchange with
- * `end`, stops all I/O and pending work, marks the connection CS_CLOSED.
+ * `end` (and a deny line for a request still being decided), stops all
+ * reading and pending work (DNS, connect attempts, the relay's events),
+ * marks the connection CS_CLOSED.
  * The memory is freed by the outermost callback (see the top of this
  * file). Closing a closed connection does nothing. */
 void conn_close(conn *c, const char *end);

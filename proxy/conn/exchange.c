@@ -112,15 +112,27 @@ void exchange_interest(conn *c, bool *cli, bool *up)
 
 /* ---- moving body bytes ---- */
 
+/* Below this, bytes are copied rather than their blocks handed over: a
+ * peer that sends one byte per segment would otherwise make each byte a
+ * block of its own (about 1 KiB) in the other side's output, and
+ * CONN_OUT_HIGH, which counts bytes, would let 256 Ki such blocks pile up.
+ * Copied, small moves fill the output's last block. */
+#define MOVE_COPY_MAX 4096
+
 static void move(conn *c, bool from_client, size_t n)
 {
     sl_stream *src = from_client ? c->cli : c->up, *dst = from_client ? c->up : c->cli;
     if (n == 0)
         return;
-    if (n == in_len(src))
+    if (n <= MOVE_COPY_MAX) {
+        char buf[MOVE_COPY_MAX];
+        evbuffer_remove(src->in, buf, n);
+        evbuffer_add(dst->out, buf, n);
+    } else if (n == in_len(src)) {
         evbuffer_add_buffer(dst->out, src->in);
-    else
+    } else {
         evbuffer_remove_buffer(src->in, dst->out, n);
+    }
     if (from_client)
         c->x.bytes_up += n;
     else
@@ -249,7 +261,7 @@ static void exchange_complete(conn *c)
     conn_log_close(c, "done");
     bool reuse = c->up && !c->x.resp_close && c->x.resp.kind != BODY_UNTIL_CLOSE && c->x.req.done &&
                  !c->x.req_abandoned && !c->up->eof && !c->up->error && in_len(c->up) == 0 &&
-                 !c->x.client_close;
+                 out_len(c->up) == 0 && !c->x.client_close;
     exchange_set(c, FX_FLUSH);
     if (!reuse)
         exchange_drop_origin(c);   /* bytes after the response (a second one, a body on a 204) go with it */
@@ -324,10 +336,11 @@ static bool pump_heads(conn *c)
         }
         if (h.status < 200) {
             /* An HTTP/1.0 client must not get 1xx (RFC 9110 §15.2). */
-            if (!c->x.client_http10)
+            if (!c->x.client_http10) {
                 write_response_head(c, p, &h, false);
-            evbuffer_drain(in, h.head_len);
-            conn_touch(c);
+                conn_touch(c);   /* dropped ones are no progress: an endless stream of them idles out */
+            }
+            evbuffer_drain(in, h.head_len);   /* p points into it: last */
             continue;
         }
         body *b = &c->x.resp;

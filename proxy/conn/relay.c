@@ -3,7 +3,8 @@
  *
  * Backpressure: a direction holding bytes stops reading its source and
  * waits for its destination to become writable. At most one read's worth
- * (RELAY_READ bytes) is ever held per direction.
+ * (RELAY_READ bytes) is ever held per direction in sluice's memory; in
+ * splice mode, up to a pipe's worth (PIPE_BYTES) waits in the kernel.
  * Half-close: when a source ends and everything before the end is written,
  * the destination's write side is shut; when both are shut, the tunnel is
  * over. */

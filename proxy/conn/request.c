@@ -159,6 +159,7 @@ void conn_on_head(conn *c)
     c->scanned = 0;
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
     c->nexchanges++;
+    c->x.head_parsed = true;
     if (st != SL_HTTP_OK) {
         if (h.method_text.p)
             copy_method(c, &h);

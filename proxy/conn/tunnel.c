@@ -94,6 +94,11 @@ void tunnel_start(conn *c)
         sl_stream_flush(c->cli);
         conn_timer(c, c->pol->header_ms);
         check_sni(c);
+        /* The client may have ended (or failed) while DNS and the connect
+         * ran, with nothing sent: no event will come for that now. */
+        if (conn_live(c) && c->state == CS_SNI && evbuffer_get_length(c->cli->in) == 0 &&
+            (c->cli->eof || c->cli->error))
+            tunnel_on_client(c, c->cli->error ? SL_STREAM_ERROR : SL_STREAM_EOF);
         return;
     }
     if (!conn_allow(c))

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "stderr.h"
 #include "worker.h"
 
 static const sl_options *g_opts;
@@ -241,8 +242,9 @@ static bool bind_all(const sl_policy *p, int nworkers, char *err, size_t errcap)
     return true;
 }
 
-/* Each client costs two descriptors (more while connecting to several
- * addresses): take the hard limit, as max_clients may need it. */
+/* Each client costs two descriptors, and up to 16 more while Happy
+ * Eyeballs tries several addresses at once (connect.c): take the hard
+ * limit, as max_clients may need it. */
 static void raise_fd_limit(int max_clients)
 {
     struct rlimit rl;
@@ -257,7 +259,7 @@ static void raise_fd_limit(int max_clients)
                 (unsigned long long)rl.rlim_cur, max_clients);
 }
 
-int sl_cmd_run(const sl_options *opts)
+static int run_gate(const sl_options *opts)
 {
     g_opts = opts;
     char err[400];
@@ -374,5 +376,13 @@ out:
     sl_log_close();
     sl_dns_global_cleanup();
     libevent_global_shutdown();
+    return rc;
+}
+
+int sl_cmd_run(const sl_options *opts)
+{
+    sl_stderr_start();   /* before any thread: it forks */
+    int rc = run_gate(opts);
+    sl_stderr_stop();
     return rc;
 }

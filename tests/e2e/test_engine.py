@@ -3,6 +3,8 @@ malformed chunked request that once freed a connection under its own feet,
 Happy Eyeballs past a blackholed address, an answer classified whole, and a
 non-public IP literal that no allowlist line can allow."""
 
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -10,6 +12,7 @@ import time
 from sluicetest.checks import STANDARD_ALLOW, assert_refused
 from sluicetest.client import Conn, raw_exchange
 from sluicetest.pattern import pattern
+from sluicetest.proc import clean_env
 
 ZZ = (b"POST http://origin.test/echo HTTP/1.1\r\n"
       b"Host: origin.test\r\n"
@@ -150,3 +153,123 @@ def test_literal_admitted_by_allow_cidr_but_not_listed_gets_its_exact_line(sluic
     r = _exchange(s.port, b"GET http://10.0.0.1:9000/ HTTP/1.1\r\nHost: 10.0.0.1:9000\r\n\r\n")
     assert_refused(r, 403, "not_allowlisted")
     assert b"\n    10.0.0.1:9000\n" in r.body, r.body
+
+
+def test_a_client_reading_slowly_but_steadily_is_not_idle(sluice):
+    """idle_ms counts bytes written too: a response sluice holds for a slow
+    reader keeps moving, so the exchange is not cut at idle_ms."""
+    with open("/proc/sys/net/ipv4/tcp_rmem") as f:
+        rmem = f.read()
+    with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+        wmem = f.read()
+    try:
+        # Small kernel buffers (in this test's own namespace), so that the
+        # response waits in sluice rather than in the kernel.
+        for name in ("tcp_rmem", "tcp_wmem"):
+            with open(f"/proc/sys/net/ipv4/{name}", "w") as f:
+                f.write("4096 4096 4096")
+        s = sluice(allow=STANDARD_ALLOW, config={"timeouts": {"idle_ms": 600}})
+        n = 40000
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+            sock.sendall(b"GET http://origin.test/bytes/%d HTTP/1.1\r\nHost: origin.test\r\n\r\n" % n)
+            got = b""
+            t0 = time.monotonic()
+            while True:
+                time.sleep(0.2)          # well under idle_ms between reads
+                chunk = sock.recv(2048)
+                if not chunk:
+                    break
+                got += chunk
+                if got.endswith(pattern(n)[-100:]) and len(got) > n:
+                    break
+            elapsed = time.monotonic() - t0
+        assert elapsed > 1.2, "the test must outlast idle_ms several times over"
+        assert got.split(b"\r\n\r\n", 1)[1] == pattern(n)
+    finally:
+        with open("/proc/sys/net/ipv4/tcp_rmem", "w") as f:
+            f.write(rmem)
+        with open("/proc/sys/net/ipv4/tcp_wmem", "w") as f:
+            f.write(wmem)
+
+
+def test_a_request_still_resolving_at_shutdown_gets_its_decision_line(sluice, blackhole_dns):
+    s = sluice(allow=["origin.test"], config={"dns": {"server": "127.0.0.54:53", "timeout_ms": 20000},
+                                              "proxy": {"shutdown_grace_ms": 300}})
+    with socket.create_connection(("127.0.0.1", s.port), timeout=5) as sock:
+        sock.sendall(b"GET http://origin.test/ HTTP/1.1\r\nHost: origin.test\r\n\r\n")
+        port = sock.getsockname()[1]
+        time.sleep(0.3)   # DNS never answers: the request is resolving
+        s.stop()
+    lines = s.decisions_for(port)
+    assert len(lines) == 1 and lines[0]["decision"] == "deny" and lines[0]["reason"] == "shutdown", lines
+
+
+def test_a_checked_tunnel_whose_client_ended_while_connecting_is_decided_at_once(sluice):
+    """blackholed.test connects after 250 ms; the client half-closes before
+    that, sending nothing: no ClientHello can come, so the refusal is at
+    once, not at header_ms."""
+    s = sluice(allow=["blackholed.test"], config={"timeouts": {"header_ms": 8000}})
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+        sock.sendall(b"CONNECT blackholed.test:443 HTTP/1.1\r\nHost: blackholed.test:443\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        t0 = time.monotonic()
+        data = b""
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        elapsed = time.monotonic() - t0
+        port = sock.getsockname()[1]
+    assert elapsed < 2.0, f"closed after {elapsed:.1f}s"
+    d = s.decision_for(port)
+    assert d["reason"] == "sni_mismatch" and "closed before" in d["detail"], d
+
+
+def test_sigterm_stops_the_gate_when_stderr_and_the_log_share_a_stalled_pipe(sluice_bin, tmp_path, origins, dns):
+    """[log] path = - with standard error on the same pipe (2>&1), and
+    nobody reading it: the gate keeps answering, and SIGTERM still stops it."""
+    ini = tmp_path / "sluice.ini"
+    ini.write_text("[proxy]\nlisten = 127.0.0.1:0\nshutdown_grace_ms = 500\n[policy]\nallow = origin.test\n"
+                   "[dns]\nserver = 127.0.0.53:53\n[log]\npath = -\n")
+    r, w = os.pipe()
+    proc = subprocess.Popen([str(sluice_bin), "run", "-c", str(ini)], stdin=subprocess.DEVNULL,
+                            stdout=w, stderr=w, env=clean_env(ASAN_OPTIONS="detect_leaks=0"))
+    try:
+        # The listening line is on the pipe: read just enough to find it.
+        buf = b""
+        while b"listening on" not in buf or not buf.endswith(b"\n"):
+            buf += os.read(r, 1)
+        port = int(buf.split(b"listening on 127.0.0.1:")[1].split(b"\n")[0])
+        # Fill the pipe with decision lines; then every client still gets an answer.
+        for i in range(400):
+            resp, c = raw_exchange(port, b"GET http://denied%d.test/ HTTP/1.1\r\nHost: denied%d.test\r\n\r\n"
+                                   % (i, i), timeout=10)
+            c.close()
+            assert resp.status in (403, 503), resp
+        time.sleep(1.5)   # long enough for the stall to be noticed (1 s)
+        # Whatever room is left in the pipe, take it: from now on any write
+        # to it blocks (SIGTERM's own message on standard error included).
+        # (A description of our own: O_NONBLOCK on w would be sluice's too.)
+        filler = os.open(f"/proc/self/fd/{w}", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            for size in (4096, 512, 1):   # down to the last byte the pipe takes
+                try:
+                    while True:
+                        os.write(filler, b"x" * size)
+                except BlockingIOError:
+                    pass
+        finally:
+            os.close(filler)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(15)
+        assert rc == 0
+        assert time.monotonic() - t0 < 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(r)
+        os.close(w)

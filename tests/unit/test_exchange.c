@@ -500,6 +500,36 @@ static void test_an_origin_that_does_not_read_holds_the_client_back(void **state
     tc_close(&t);
 }
 
+/* A peer that sends one byte at a time into a side that does not drain:
+ * what sluice queues is compact (bytes in few blocks), not one block per
+ * byte. CONN_OUT_HIGH counts bytes; this is what keeps memory near it. */
+static void test_a_trickle_of_single_bytes_is_queued_compactly(void **state)
+{
+    (void)state;
+    tconn t;
+    tc_open(&t, 1, 1);   /* every read takes one byte */
+    t.up->window = 0;
+    char *req = fmt_port("PUT http://" H "/t HTTP/1.1\r\nHost: " H "\r\nContent-Length: 100000000\r\n\r\n");
+    mem_send(t.cli, req, strlen(req));
+    run();
+    enum { N = 200000 };
+    char *bytes = malloc(N);
+    memset(bytes, 'x', N);
+    for (int round = 0; round < 50; round++) {
+        mem_send(t.cli, bytes + round * (N / 50), N / 50);
+        for (int i = 0; i < 40 && evbuffer_get_length(t.cli->wire) > 0; i++)
+            run();
+    }
+    size_t queued = evbuffer_get_length(t.c->up->out);
+    int blocks = evbuffer_peek(t.c->up->out, -1, NULL, NULL, 0);
+    assert_true(queued >= 100000);   /* most of it got through the engine, byte by byte */
+    /* One block per byte would be ~100 Ki blocks; compact is a few hundred. */
+    assert_true((size_t)blocks * 1024 <= queued + 64 * 1024);
+    free(bytes);
+    free(req);
+    tc_close(&t);
+}
+
 /* Bytes from the idle origin between requests close it; they never reach
  * the client, and the next request does not go on it. */
 static void test_an_idle_origin_that_talks_is_dropped(void **state)
@@ -530,6 +560,7 @@ int main(void)
         cmocka_unit_test(test_endless_interim_heads_to_a_client_that_does_not_read_stay_bounded),
         cmocka_unit_test(test_an_origin_that_does_not_read_holds_the_client_back),
         cmocka_unit_test(test_an_idle_origin_that_talks_is_dropped),
+        cmocka_unit_test(test_a_trickle_of_single_bytes_is_queued_compactly),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

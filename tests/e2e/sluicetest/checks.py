@@ -34,7 +34,8 @@ STANDARD_ALLOW = [
 
 REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request",
            "non_public_address", "dns_error", "dns_timeout", "connect_failed",
-           "connect_timeout", "sni_mismatch", "too_many_clients", "log_unavailable"}
+           "connect_timeout", "sni_mismatch", "too_many_clients", "log_unavailable",
+           "shutdown"}   # sluice adds: a request the gate stopped before deciding it
 
 
 def assert_refused(resp, status, reason):
