@@ -59,6 +59,8 @@ def options(argv):
                         "5 minutes or more, half for shorter ones)")
     p.add_argument("--merge", metavar="DIR", help="replay the corpus and write the cases that add edges to DIR")
     p.add_argument("--no-coverage", action="store_true", help="do not map the coverage counters")
+    p.add_argument("--self-test", action="store_true",
+                   help="break each property on purpose and require the checks to report it")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -245,7 +247,10 @@ def main(argv):
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
-    if o.replay:
+    if o.self_test:
+        from fuzzd import selftest
+        ok = asyncio.run(selftest.run(o))
+    elif o.replay:
         ok = asyncio.run(replay(o))
     elif o.merge:
         ok = asyncio.run(merge(o))

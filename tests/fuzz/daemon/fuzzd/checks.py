@@ -182,10 +182,7 @@ class Oracle:
         return out
 
     def _taint(self, host, port):
-        t = set(self.dns.taint.get(host, ()))
-        if port == net.OWN_PUBLIC[1] and host in self.dns.own:
-            t.add(net.OWN_PUBLIC[0])
-        return t
+        return self.dns.taint(host, port)
 
     def _tainted(self, host, port):
         return bool(self._taint(host, port))

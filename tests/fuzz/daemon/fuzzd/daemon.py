@@ -16,7 +16,7 @@ from pathlib import Path
 from . import net
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
-                     "UndefinedBehaviorSanitizer", "ThreadSanitizer", "sluice: BUG")
+                     "UndefinedBehaviorSanitizer", "ThreadSanitizer", "sluice: BUG", "Assertion `")
 LISTEN_RE = re.compile(r"sluice: listening on (\S+):(\d+)")
 COV_HEADER = 64
 COV_SIZE = 1 << 20
@@ -149,7 +149,10 @@ class LogReader:
 
 
 class Daemon:
-    def __init__(self, binary, workdir, workers=1, timeouts=None, coverage=True):
+    def __init__(self, binary, workdir, workers=1, timeouts=None, coverage=True, allowlist=ALLOWLIST,
+                 policy_extra=""):
+        self.allowlist = allowlist
+        self.policy_extra = policy_extra
         self.binary = Path(binary)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -163,8 +166,10 @@ class Daemon:
         self.log = None
 
     def start(self, timeout=20.0):
-        (self.workdir / "allowlist.txt").write_text(ALLOWLIST)
-        (self.workdir / "sluice.ini").write_text(config_text(self.workdir, self.workers, self.timeouts))
+        (self.workdir / "allowlist.txt").write_text(self.allowlist)
+        (self.workdir / "sluice.ini").write_text(
+            config_text(self.workdir, self.workers, self.timeouts).replace(
+                "[dns]\n", self.policy_extra + "\n[dns]\n" if self.policy_extra else "[dns]\n"))
         log_path = self.workdir / "decisions.log"
         if log_path.exists():
             log_path.unlink()

@@ -75,8 +75,7 @@ class DnsServer:
         self.counts = {}        # (qname, qtype, transport) -> queries so far
         self.queries = []       # (qname, qtype) in order
         self.given = {}         # qname -> set of addresses sent in any answer
-        self.taint = {}         # qname -> set of non-public addresses sluice certainly got
-        self.own = set()        # qnames certainly answered with the gate's own public address
+        self.takes = {}         # qname -> [(qtype, addresses c-ares takes, had a CNAME)] per answer
         self.transports = []
         self.tcp_servers = []
 
@@ -88,11 +87,13 @@ class DnsServer:
             self.tcp_servers.append(s)
         return self
 
-    def close(self):
+    async def close(self):
         for t in self.transports:
             t.close()
         for s in self.tcp_servers:
             s.close()
+            await s.wait_closed()
+        await asyncio.sleep(0)   # the transports' sockets close on the next pass
 
     # --- the case table ---------------------------------------------------
     def install(self, nonce, table):
@@ -143,10 +144,10 @@ class DnsServer:
                 a = {k: v for k, v in a.items() if k not in ("tc", "cut", "drop", "delay_ms")}
         if a.get("drop"):
             return []
-        pkt = self._packet(qid, question, qname, a, nonce)
+        pkt = self._packet(qid, question, qname, a, nonce, qtype=tname, transport=transport)
         return [(a.get("delay_ms", 0) / 1000.0, pkt)] * max(1, min(int(a.get("dup", 1)), 8))
 
-    def _packet(self, qid, question, qname, a, nonce, record=True):
+    def _packet(self, qid, question, qname, a, nonce, record=True, qtype="A", transport="udp"):
         if "raw" in a:
             raw = a["raw"].encode("latin-1")
             return struct.pack(">H", qid) + raw[2:] if len(raw) >= 2 else raw
@@ -176,38 +177,63 @@ class DnsServer:
                 order.append((t, owner.lower().rstrip("."), _norm(rdata)))
             elif t == "CNAME":
                 order.append((t, owner.lower().rstrip("."), rr["target"].lower().rstrip(".")))
-        pkt = struct.pack(">HHHHHH", rid, flags, 1 if qd else 0, count, 0, 0) + qd + body
+        full = pkt = struct.pack(">HHHHHH", rid, flags, 1 if qd else 0, count, 0, 0) + qd + body
         if "cut" in a:
             pkt = pkt[:int(a["cut"])]
         if record:
-            self._record(qname.lower().rstrip("."), a, order)
+            self._record(qname.lower().rstrip("."), qtype, a, order, len(full), transport)
         return pkt
 
-    def _record(self, name, a, order):
-        """Note the addresses of an answer. Those that a well-formed answer
-        sent at once hands to the resolver are ones sluice certainly got: if
-        one of them is not public, nothing may reach an origin for that
-        name. Which records c-ares takes (ares__parse_into_addrinfo): an A or
-        AAAA record whose owner is the current name, which starts as the
+    def _record(self, name, qtype, a, order, pkt_len, transport):
+        """Keep what an answer hands the resolver, for the checks (taint()).
+        Which records c-ares takes (ares__parse_into_addrinfo): an A or AAAA
+        record whose owner is the current name, which starts as the
         question and becomes the target of each CNAME record in turn,
-        whatever that record's owner."""
+        whatever that record's owner. An answer it cannot take at all
+        (wrong id or question, cut short, truncated over UDP, an error
+        rcode) gives it nothing."""
         self.given.setdefault(name, set()).update(v for t, _, v in order if t != "CNAME")
-        certain = (int(a.get("rcode", 0)) == 0 and not a.get("wrong_id") and not a.get("tc")
-                   and "cut" not in a and not a.get("delay_ms") and a.get("qd") is None)
-        if not certain:
+        cut = "cut" in a and int(a["cut"]) < pkt_len
+        if (int(a.get("rcode", 0)) != 0 or a.get("wrong_id") or a.get("qd") is not None or cut
+                or (a.get("tc") and transport == "udp")):
             return
         current = name
-        taken = set()
+        taken = []
+        cname = False
         for t, owner, v in order:
             if t == "CNAME":
                 current = v
-            elif owner == current:
-                taken.add(v)
-        bad = {x for x in taken if not net.is_public(x)}
-        if bad:
-            self.taint.setdefault(name, set()).update(bad)
-        if net.OWN_PUBLIC[0] in taken:
-            self.own.add(name)
+                cname = True
+            elif owner == current and v not in taken:
+                taken.append(v)
+        self.takes.setdefault(name, []).append((qtype, taken, cname))
+
+    def taint(self, name, port):
+        """The addresses that make every answer sluice can have built for
+        this name refused: non-empty only if each answer that gave
+        addresses has one of them among the first 16 sluice keeps (with room
+        for the other family's), and no answer was a bare CNAME (which
+        c-ares may follow with a lookup of its own)."""
+        takes = self.takes.get(name, [])
+        if not any(t for _, t, _ in takes) or any(c and not t for _, t, c in takes):
+            return set()
+
+        def bad(x):
+            return not net.is_public(x) or (port == net.OWN_PUBLIC[1] and x == net.OWN_PUBLIC[0])
+
+        widest = {}
+        for q, t, _ in takes:
+            widest[q] = max(widest.get(q, 0), len(t))
+        out = set()
+        for q, t, _ in takes:
+            if not t:
+                continue
+            other = max((n for f, n in widest.items() if f != q), default=0)
+            hits = [x for i, x in enumerate(t) if bad(x) and i + other < 16]
+            if not hits:
+                return set()
+            out |= set(hits)
+        return out
 
     async def _tcp(self, reader, writer):
         try:

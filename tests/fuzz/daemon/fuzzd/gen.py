@@ -411,7 +411,7 @@ def client(rng, ctx):
             "writes": splits(rng, len(data)), "end": client_end(rng, len(data), ctx.k),
             "stop_read": -1 if rng.random() < 0.88 else rng.choice([0, 1, 100, 5000]),
             "rcvbuf": 0 if rng.random() < 0.9 else 2048,
-            "wait_ms": rng.choice([100, 300, 600, 600, 1000, 1500])}
+            "wait_ms": rng.choice([80, 150, 150, 250, 250, 400, 700, 1200])}
 
 
 def splits(rng, n):

@@ -75,7 +75,7 @@ class Failure:
 class Runner:
     def __init__(self, opts):
         self.o = opts
-        self.binary = Path(opts.binary)
+        self.binary = Path(opts.binary).resolve()
         self.workroot = Path(opts.workdir)
         self.crash_dir = Path(opts.crashes)
         self.virgin = 0
@@ -107,13 +107,20 @@ class Runner:
         await self.start_daemon()
 
     async def start_daemon(self):
+        old = getattr(self, "canary_task", None)
+        if old:
+            old.cancel()
+            await asyncio.gather(old, return_exceptions=True)
         self.instance += 1
         wd = self.workroot / f"sluice{self.instance}"
         if wd.exists():
             for f in wd.iterdir():
                 f.unlink()
+        from .daemon import ALLOWLIST
         self.daemon = Daemon(self.binary, wd, workers=self.o.workers, timeouts=self.timeouts,
-                             coverage=not self.o.no_coverage)
+                             coverage=not self.o.no_coverage,
+                             allowlist=getattr(self.o, "allowlist", None) or ALLOWLIST,
+                             policy_extra=getattr(self.o, "policy_extra", ""))
         await self.loop.run_in_executor(None, self.daemon.start)
         self.oracle = checks.Oracle(self.dns)
         self.origins.conns = [c for c in self.origins.conns if not c.closed]
@@ -140,6 +147,10 @@ class Runner:
             fails.append(("exit_status", f"sluice exited {rc} after SIGTERM; stderr tail:\n{err[-3000:]}"))
         for kind, detail in fails:
             frames = first_frames(detail) if kind == "sanitizer_at_exit" else None
+            if frames:
+                m = re.search(r"ERROR: \w+Sanitizer: ([\w-]+)", detail)
+                if m:
+                    frames = [m.group(1)] + frames
             self.fail(Failure(kind, detail, None, {"frames": frames,
                                                      "cases": list(self.cases_since_start)}))
         if self.daemon.cov:
@@ -150,7 +161,7 @@ class Runner:
         ok = await self.stop_daemon()
         self.lag_task.cancel()
         await self.origins.close()
-        self.dns.close()
+        await self.dns.close()
         return ok
 
     # --- canaries -------------------------------------------------------------
@@ -241,6 +252,8 @@ class Runner:
     # --- one case --------------------------------------------------------------
     def _sanitise(self, s):
         # Bytes the checks look for must come from where they mean something.
+        if getattr(self.o, "raw", False):
+            return s
         return s.replace(gen.POISON, "P0IS0N-").replace("Sluice-Decision", "Sluice-Dec1sion")
 
     def install(self, case, nonce):
@@ -255,7 +268,7 @@ class Runner:
             for s in scripts:
                 s = copy.deepcopy(s)
                 for op in s.get("ops", []):
-                    if op.get("op") == "send":
+                    if op.get("op") == "send" and not getattr(self.o, "raw", False):
                         op["d"] = op.get("d", "").replace("Sluice-Decision", "Sluice-Dec1sion")
                 out.append(s)
             table[k] = out
@@ -330,6 +343,10 @@ class Runner:
             violations += self.pump_log()
         self.stats["t_after_ms"] += int((time.monotonic() - t_settled) * 1000)
         violations += await self.check_daemon()
+        if self.stats["cases"] % 50 == 49 and self.daemon.alive():
+            ok, out = await self.loop.run_in_executor(None, self.daemon.audit_verify)
+            if not ok:
+                violations.append(checks.Violation("audit_verify_failed", out[-2000:]))
 
         new_bits = 0
         if cov and cov.nguards:
@@ -395,7 +412,11 @@ class Runner:
                 await asyncio.sleep(0.3)
                 err += self.daemon.new_stderr()
             if sanitizer_report(err):
-                out.append(checks.Violation("sanitizer", err[-12000:]))
+                # the report itself, from its first line
+                starts = [i for i in (err.find(m) for m in ("==ERROR", "runtime error:", "sluice: BUG",
+                                                            "Assertion `")) if i >= 0]
+                start = max(0, err.rfind("\n", 0, min(starts)) + 1) if starts else 0
+                out.append(checks.Violation("sanitizer", err[start:start + 12000]))
             else:
                 out.append(checks.Violation("daemon_died", f"exit {self.daemon.proc.poll()}: {err[-3000:]}"))
         return out
@@ -433,6 +454,10 @@ class Runner:
             by_kind.setdefault(v.kind, v)
         for v in by_kind.values():
             frames = first_frames(v.detail) if v.kind == "sanitizer" else None
+            if frames:
+                m = re.search(r"ERROR: \w+Sanitizer: ([\w-]+)|runtime error: ([^\n]{0,80})", v.detail)
+                if m:
+                    frames = [m.group(1) or m.group(2)] + frames
             owner = case
             m = re.search(r"\(case ([0-9a-f]{16})\)$", v.detail)
             if m and m.group(1) in self.recent:

@@ -118,7 +118,7 @@ def mutate(parent, corpus, seed):
                 cl["stop_read"] = rng.choice([-1, 0, 1, 100, 5000])
                 cl["rcvbuf"] = rng.choice([0, 2048])
             if rng.random() < 0.3:
-                cl["wait_ms"] = rng.choice([100, 300, 600, 1000, 1500])
+                cl["wait_ms"] = rng.choice([80, 150, 250, 400, 700, 1200])
         elif op == "cnew":
             clients[rng.randrange(len(clients))] = gen.client(rng, ctx)
         elif op == "cadd" and len(clients) < 4:
