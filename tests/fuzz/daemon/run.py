@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -147,7 +146,7 @@ async def _fuzz(r, o):
     while time.monotonic() < deadline:
         seed = rng.getrandbits(48)
         if not r.corpus or rng.random() < 0.25:
-            case = gen.case(seed)
+            case = gen.scenario_case(seed) if rng.random() < 0.5 else gen.case(seed)
         else:
             parent = rng.choice(r.corpus)
             case = mutate.mutate(parent, r.corpus, seed)
@@ -177,6 +176,8 @@ async def replay(o):
                           f"{'FAILED ' + ', '.join(kinds) if v else 'ok'}", flush=True)
                     for x in v:
                         print(f"  {x.kind}: {x.detail[:4000]}", flush=True)
+                    if o.verbose:
+                        show(r)
                     if v:
                         failed = True
                         r.handle(case, v)
@@ -187,6 +188,20 @@ async def replay(o):
             if f.case is None:
                 print(f"  {f.kind}: {f.detail[:4000]}")
     return not failed and ok
+
+
+def show(r):
+    """What a replayed case did: each client's bytes back, its log lines,
+    what each origin connection got."""
+    results, lines, conns = r.last
+    for cr in results:
+        print(f"  client :{cr.local_port} {cr.outcome}: got {bytes(cr.received[:600])!r}")
+        mine = {l.get("id") for l in lines if str(l.get("client", "")).endswith(f":{cr.local_port}")}
+        for l in lines:
+            if l.get("id") in mine:
+                print(f"    log: {json.dumps({k: v for k, v in l.items() if k not in ('chain', 'ts', 'rule')})[:400]}")
+    for c in conns:
+        print(f"  origin {c.local}:{c.port} eof={c.eof} got {bytes(c.data[:400])!r}")
 
 
 async def merge(o):

@@ -20,7 +20,8 @@ from .http import parse_requests
 REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address",
            "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
            "too_many_clients", "log_unavailable"}
-_DENY_HDR = re.compile(rb"Sluice-Decision: deny; reason=([A-Za-z_]+)")
+# Whole header lines only: a client that stops reading may hold half of one.
+_DENY_HDR = re.compile(rb"Sluice-Decision: deny; reason=([A-Za-z_]+)\r\n")
 _STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})")
 LITERALS = {net.LITERAL_V4, net.LITERAL_V6, "10.0.1.1", "169.254.169.254", "127.0.0.1", "fd00:ec2::254"}
 

@@ -33,6 +33,7 @@ RR: {"t": "A"|"AAAA"|"CNAME"|"TXT", "name": "@"|NAME, "addr": SLOT|ADDR,
   "target": NAME, "ttl": N}.
 """
 
+import copy
 import random
 
 from . import net
@@ -86,6 +87,7 @@ class Ctx:
         self.rng = rng
         self.names = {}      # name -> kind (ok, no, port)
         self.used = set()    # (slot or literal address, port) an origin may see
+        self.last = None     # the last target chosen
         self.slots = rng.sample(range(len(net.ORIGIN_V4)), 4)
         # How hostile the case is: 0 valid throughout, 1 the nominal odds of
         # every defect, 2.5 two and a half times them.
@@ -192,8 +194,15 @@ def dns_table(rng, ctx):
 # ---- client streams ---------------------------------------------------------
 
 def _host_and_port(rng, ctx, connect):
-    """(authority for the target, host for a Host header, port, slot key or
-    None)."""
+    """(authority for the target, host for a Host header, port)."""
+    if ctx.last and ctx.last[3] == connect and ctx.rng.random() < 0.6:
+        return ctx.last[:3]    # pipelined to the same origin: its connection may be reused
+    out = _pick_host_and_port(rng, ctx, connect)
+    ctx.last = out + (connect,)
+    return out
+
+
+def _pick_host_and_port(rng, ctx, connect):
     # mostly names; literals and odd hosts more often as the case is more hostile
     r = rng.random() * ctx.k if ctx.k < 1 else rng.random() ** (1 / ctx.k)
     ports_good = net.CONNECT_PORTS if connect else net.HTTP_PORTS
@@ -387,6 +396,7 @@ def connect_request(rng, ctx):
 
 
 def client(rng, ctx):
+    ctx.last = None
     parts = []
     bulk = 0
     for _ in range(rng.choice([1, 1, 1, 2, 2, 3, 4])):
@@ -543,7 +553,7 @@ def http_script(rng, k=1.0):
         elif r < 0.93:
             ops.append({"op": "sleep", "ms": rng.choice([10, 100, 400])})
         text, bulk, certain = http_response(rng, True, k)
-        if certain and rng.random() < 0.25:
+        if certain and rng.random() < 0.35:
             text += poison_response(rng)
         elif rng.random() < 0.05:
             text += http_response(rng, poison_ok=False)[0]    # a second response
@@ -633,3 +643,185 @@ def case(seed):
     dns = dns_table(rng, ctx)
     return {"v": 1, "seed": seed, "origin": "gen", "k": ctx.k, "clients": clients,
             "origins": origin_table(rng, ctx, dns), "dns": dns}
+
+
+# ---- scenarios: mostly valid traffic around one situation -----------------------
+#
+# Random cases rarely line up a valid exchange with the one odd thing that
+# matters (a pipelined request behind a response with bytes after it, an
+# early response to a long upload). A scenario builds that situation on
+# purpose from valid parts; mutation then bends it.
+
+def _valid_get(name, port, method="GET", path="/", extra="", body=None, chunked=False):
+    auth = name if port == 80 else f"{name}:{port}"
+    h = f"{method} http://{auth}{path} HTTP/1.1\r\nHost: {auth}\r\n{extra}"
+    if body is None:
+        return h + "\r\n"
+    if chunked:
+        step = max(1, len(body) // 3)
+        chunks = "".join(f"{len(body[i:i + step]):x}\r\n{body[i:i + step]}\r\n" for i in range(0, len(body), step))
+        return h + "Transfer-Encoding: chunked\r\n\r\n" + chunks + "0\r\n\r\n"
+    return h + f"Content-Length: {len(body)}\r\n\r\n" + body
+
+
+def _clean_dns(ctx, name, rng):
+    addrs = [ctx.slot("A")] if rng.random() < 0.8 else [ctx.slot("A") for _ in range(rng.randint(2, 4))]
+    return {"A": [{"rcode": 0, "an": [{"t": "A", "name": "@", "addr": a, "ttl": rng.choice([0, 1, 2, 5])}
+                                      for a in addrs]}],
+            "AAAA": [{"rcode": 0, "an": []}]}, addrs
+
+
+def _ok_response(rng, body_len=None, framing=None):
+    n = rng.randint(0, 60) if body_len is None else body_len
+    body = _text(rng, n)
+    framing = framing or rng.choice(["cl", "cl", "chunked"])
+    if framing == "cl":
+        return f"HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n{body}"
+    ch = "".join(f"{len(body[i:i + 7]):x}\r\n{body[i:i + 7]}\r\n" for i in range(0, len(body), 7))
+    return f"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{ch}0\r\n\r\n"
+
+
+def _client_spec(rng, data, writes=None, end=None, wait=600):
+    return {"start_ms": 0, "data": data, "bulk": 0, "writes": writes or [],
+            "end": end or {"kind": rng.choice(["hold", "hold", "shut"]), "at": None, "ms": 0},
+            "stop_read": -1, "rcvbuf": 0, "wait_ms": wait}
+
+
+SCENARIOS = ["keepalive", "early_response", "continue", "tunnel", "origin_fail", "client_body_fail",
+             "half_close", "interim", "backpressure", "reuse_then_idle_bytes"]
+
+
+def scenario_case(seed):
+    rng = random.Random(seed)
+    ctx = Ctx(rng)
+    ctx.k = 0.0
+    kind = rng.choice(SCENARIOS)
+    name = f"h0-{NONCE}.ok.fuzz.test"
+    ctx.names[name] = "ok"
+    dns_e, addrs = _clean_dns(ctx, name, rng)
+    port = rng.choice(net.HTTP_PORTS)
+    ops = []
+    reqs = []
+    writes = []
+    end = None
+    n = rng.randint(2, 4)
+    if kind in ("keepalive", "reuse_then_idle_bytes"):
+        for i in range(n):
+            method = rng.choice(["GET", "GET", "HEAD", "POST"])
+            reqs.append(_valid_get(name, port, method, f"/{i}", body=_text(rng, rng.randint(0, 40))
+                                   if method == "POST" else None, chunked=rng.random() < 0.5))
+            resp = _ok_response(rng) if rng.random() < 0.8 else rng.choice(
+                ["HTTP/1.1 204 No Content\r\n\r\n", "HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n",
+                 "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx"])
+            ops.append({"op": "req"})
+            if rng.random() < 0.4:
+                resp += poison_response(rng)
+            ops.append({"op": "send", "d": resp, "w": origin_splits(rng, len(resp))})
+            if kind == "reuse_then_idle_bytes" and rng.random() < 0.5:
+                ops.append({"op": "sleep", "ms": rng.choice([5, 30, 100])})
+                ops.append({"op": "send", "d": rng.choice(["x", "\r\n", _ok_response(rng)]), "w": []})
+        if rng.random() < 0.5:   # one after another rather than pipelined
+            writes = [[len(r), 0 if i == 0 else rng.choice([20, 60, 150])] for i, r in enumerate(reqs)]
+    elif kind == "early_response":
+        body = _text(rng, rng.choice([2000, 70000, 300000]))
+        reqs.append(_valid_get(name, port, "POST", "/up", body=body, chunked=rng.random() < 0.4))
+        if rng.random() < 0.5:
+            reqs.append(_valid_get(name, port, "GET", "/after"))
+        ops = [{"op": "sleep", "ms": rng.choice([0, 10, 50])},
+               {"op": "send", "d": rng.choice(["HTTP/1.1 413 Too Large\r\nContent-Length: 4\r\n\r\nbig!",
+                                               "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                                               "HTTP/1.1 413 Too Large\r\nConnection: close\r\n\r\nno"]), "w": []}]
+        ops.append(rng.choice([{"op": "close"}, {"op": "req"}, {"op": "stall"}, {"op": "rst"}]))
+        writes = [[1000, 0], [1000, 20]] + [[len(body), 10]]
+    elif kind == "continue":
+        body = _text(rng, rng.randint(1, 5000))
+        reqs.append(_valid_get(name, port, "PUT", "/c", extra="Expect: 100-continue\r\n", body=body,
+                               chunked=rng.random() < 0.3))
+        cut = reqs[0].find("\r\n\r\n") + 4
+        writes = [[cut, 0], [len(reqs[0]) - cut, rng.choice([10, 100, 400])]]
+        ops = [{"op": "sleep", "ms": 5},
+               {"op": "send", "d": "HTTP/1.1 100 Continue\r\n\r\n" * rng.choice([1, 1, 2, 30]), "w": []},
+               {"op": "req"}, {"op": "send", "d": _ok_response(rng), "w": []}]
+    elif kind == "tunnel":
+        cport = rng.choice(net.CONNECT_PORTS)
+        hello = client_hello(rng, name, records=rng.choice([1, 2])).decode("latin-1")
+        payload = hello if cport == 443 else ""
+        payload += _text(rng, rng.choice([10, 5000, 70000]))
+        data = f"CONNECT {name}:{cport} HTTP/1.1\r\nHost: {name}:{cport}\r\n\r\n" + payload
+        ctx.used.add((addrs[0], cport))
+        origins = {f"{a}:{cport}": [{"ops": tunnel_script(rng, rng.choice([0.0, 1.0]))}] for a in addrs}
+        cl = _client_spec(rng, data, writes=splits(rng, len(data)),
+                          end=client_end(rng, len(data), rng.choice([0.0, 0.5])), wait=rng.choice([300, 800]))
+        return {"v": 1, "seed": seed, "origin": f"scenario:{kind}", "k": 0.0, "clients": [cl],
+                "origins": origins, "dns": {name: dns_e}}
+    elif kind == "origin_fail":
+        reqs.append(_valid_get(name, port))
+        if rng.random() < 0.5:
+            reqs.append(_valid_get(name, port, path="/2"))
+        bad = rng.choice([
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabc",
+            "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab",
+            "HTTP/1.1 100 Continue\r\n\r\ngarbage\r\n\r\n",
+            "HTTP/1.1 101 Switching Protocols\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "HTTP/1.1 200 OK\r\n" + "X: " + "y" * 33000 + "\r\n\r\n", "", "HTTP/1.1 200 O"])
+        ops = [{"op": "req"}, {"op": "send", "d": bad, "w": origin_splits(rng, len(bad))},
+               rng.choice([{"op": "close"}, {"op": "rst"}, {"op": "shut"}, {"op": "stall"}])]
+    elif kind == "client_body_fail":
+        body = _text(rng, rng.randint(10, 3000))
+        r = _valid_get(name, port, "POST", "/b", body=body, chunked=rng.random() < 0.7)
+        if "chunked" in r and rng.random() < 0.6:
+            i = r.rfind("0\r\n\r\n")
+            r = r[:i] + rng.choice(["zz\r\n", "5\r\nab\r\n", "1\r\nxy\r\n", "0\n\n"]) + "GET http://x.no.fuzz.test/ HTTP/1.1\r\n\r\n"
+            end = {"kind": "hold", "at": None, "ms": 0}
+        else:
+            end = {"kind": rng.choice(["shut", "rst", "close"]), "at": rng.randint(len(r) // 2, len(r) - 1),
+                   "ms": rng.choice([0, 20])}
+        reqs.append(r)
+        ops = [{"op": "req", "ms": 400}, {"op": "send", "d": _ok_response(rng), "w": []}]
+        if rng.random() < 0.5:   # the origin answers before the body is through
+            ops = [{"op": "sleep", "ms": 5}, {"op": "send", "d": _ok_response(rng), "w": []}]
+    elif kind == "half_close":
+        reqs.append(_valid_get(name, port, rng.choice(["GET", "HEAD"])))
+        end = {"kind": "shut", "at": None, "ms": 0}
+        ops = [{"op": "req"}, {"op": "sleep", "ms": rng.choice([0, 50, 200])},
+               {"op": "send", "d": _ok_response(rng, framing=rng.choice(["cl", "chunked"])), "w": []}]
+        if rng.random() < 0.3:
+            ops[-1] = {"op": "send", "d": "HTTP/1.1 200 OK\r\n\r\nuntil close", "w": []}
+            ops.append({"op": "close"})
+    elif kind == "interim":
+        reqs.append(_valid_get(name, port))
+        reqs.append(_valid_get(name, port, path="/next"))
+        heads = "".join(rng.choice(["HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", "HTTP/1.1 100 Continue\r\n\r\n",
+                                    "HTTP/1.1 102 Processing\r\n\r\n"]) for _ in range(rng.choice([1, 3, 100, 2000])))
+        resp = heads + _ok_response(rng)
+        ops = [{"op": "req"}, {"op": "send", "d": resp, "w": origin_splits(rng, len(resp))},
+               {"op": "req"}, {"op": "send", "d": _ok_response(rng), "w": []}]
+    elif kind == "backpressure":
+        reqs.append(_valid_get(name, port))
+        if rng.random() < 0.5:
+            reqs.append(_valid_get(name, port, path="/2"))
+        size = rng.choice([300000, 1 << 20])
+        ops = [{"op": "req"}, {"op": "send", "d": f"HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n", "w": []},
+               {"op": "bulk", "n": size}]
+        if rng.random() < 0.3:
+            ops.append({"op": "send", "d": poison_response(rng), "w": []})
+        cl = _client_spec(rng, "".join(reqs), wait=rng.choice([400, 1200]))
+        cl["stop_read"] = rng.choice([0, 1000, 100000, -1])
+        cl["rcvbuf"] = 2048
+        return {"v": 1, "seed": seed, "origin": f"scenario:{kind}", "k": 0.0, "clients": [cl],
+                "origins": {f"{a}:{port}": [{"ops": ops, "rcvbuf": 0}] for a in addrs}, "dns": {name: dns_e}}
+    data = "".join(reqs)
+    cl = _client_spec(rng, data, writes=writes, end=end)
+    clients = [cl]
+    if rng.random() < 0.3:      # someone else at the same time
+        other = Ctx(rng)
+        other.k = rng.choice([0.0, 1.0, 2.5])
+        other.names = dict(ctx.names)
+        clients.append(client(rng, other))
+    scripts = [{"ops": ops, "rcvbuf": 0}]
+    if rng.random() < 0.5:
+        scripts.append({"ops": http_script(rng, 0.25), "rcvbuf": 0})
+    return {"v": 1, "seed": seed, "origin": f"scenario:{kind}", "k": 0.0, "clients": clients,
+            "origins": {f"{a}:{port}": copy.deepcopy(scripts) for a in addrs}, "dns": {name: dns_e}}

@@ -14,8 +14,8 @@ import re
 import time
 from pathlib import Path
 
-from . import checks, codec, gen, mutate, net
-from .clients import run_client
+from . import checks, codec, gen, net
+from .clients import ClientResult, run_client
 from .daemon import Daemon, first_frames, sanitizer_report
 from .dnsserver import DnsServer
 from .origins import Origins
@@ -230,7 +230,6 @@ class Runner:
                 return True, "excused: the harness itself was slow", port
         if port:
             self.port_owner[port] = (None, time.monotonic())
-            from .clients import ClientResult
             cr = ClientResult()
             cr.local_port, cr.received = port, bytearray(got)
             self.canary_results.append(cr)
@@ -324,6 +323,7 @@ class Runner:
         self.stats["t_settle_ms"] += int((t_settled - now) * 1000)
         await self.origins.teardown()
         violations += self.pump_log()
+        lines_so_far = list(self.case_lines)
         violations += await self.check_after(case, results)
         for c in self.canary_fail:
             if c[0] == case["id"]:
@@ -355,6 +355,7 @@ class Runner:
             if fresh:
                 new_bits = bin(fresh).count("1")
                 self.virgin |= cur
+        self.last = (results, lines_so_far + list(self.case_lines), self.origins.case_conns(self.exec_id))
         sig = checks.signature(self.case_lines, results, self.origins.case_conns(self.exec_id), "")
         new_sig = sig - self.sigs
         self.sigs |= sig
