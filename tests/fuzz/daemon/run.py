@@ -94,8 +94,25 @@ async def maybe_restart(r, force=False):
         await r.start_daemon()
 
 
+def stuck(r, case):
+    """The harness, not sluice, failed to finish a case: say where it waits."""
+    print(f"fuzz-daemon: harness stuck on case {case['id']} for {CASE_LIMIT_S}s; its tasks:", flush=True)
+    for t in asyncio.all_tasks():
+        for f in t.get_stack(limit=3):
+            print(f"  {t.get_name()}: {f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno} {f.f_code.co_name}")
+    r.stats["harness_stuck"] += 1
+
+
+CASE_LIMIT_S = 90
+
+
 async def run_one(r, case, out_dir=None):
-    violations, new_bits, new_sig = await r.run_case(case)
+    try:
+        violations, new_bits, new_sig = await asyncio.wait_for(r.run_case(case), CASE_LIMIT_S)
+    except asyncio.TimeoutError:
+        stuck(r, case)
+        await maybe_restart(r, force=True)
+        return False
     failed = r.handle(case, violations)
     kept = False
     if not failed:

@@ -107,10 +107,9 @@ class Runner:
         await self.start_daemon()
 
     async def start_daemon(self):
-        old = getattr(self, "canary_task", None)
-        if old:
-            old.cancel()
-            await asyncio.gather(old, return_exceptions=True)
+        await self._stop_canaries()
+        if self.daemon and self.daemon.cov:
+            self.daemon.cov.close()
         self.instance += 1
         wd = self.workroot / f"sluice{self.instance}"
         if wd.exists():
@@ -128,12 +127,21 @@ class Runner:
         self.port_owner = {}
         if self.daemon.cov and self.daemon.cov.nguards:
             self.nguards = self.daemon.cov.nguards
-        self.canary_task = self.loop.create_task(self._canary_loop())
+        self.canary_task = self.loop.create_task(self._canary_loop(self.instance))
+
+    async def _stop_canaries(self):
+        # Python 3.11's wait_for can lose a cancellation that comes as its
+        # inner await finishes: the loop also stops when its instance is
+        # not the current one, and nothing waits on it for ever.
+        t = getattr(self, "canary_task", None)
+        self.canary_task = None
+        if t:
+            t.cancel()
+            await asyncio.wait([t], timeout=3)
 
     async def stop_daemon(self):
         """SIGTERM: exit status 0 and no report (leaks show only now)."""
-        self.canary_task.cancel()
-        await asyncio.gather(self.canary_task, return_exceptions=True)
+        await self._stop_canaries()
         ok, out = await self.loop.run_in_executor(None, self.daemon.audit_verify)
         fails = []
         if not ok:
@@ -155,6 +163,7 @@ class Runner:
                                                      "cases": list(self.cases_since_start)}))
         if self.daemon.cov:
             self.daemon.cov.close()
+            self.daemon.cov = None
         return not fails
 
     async def close(self):
@@ -236,11 +245,11 @@ class Runner:
         self.stats["canaries"] += 1
         return ok, detail, port
 
-    async def _canary_loop(self):
+    async def _canary_loop(self, instance):
         self.canary_results = []
         kinds = ["http", "tunnel", "deny"]
         i = 0
-        while True:
+        while self.instance == instance:
             await asyncio.sleep(self.o.canary_every)
             k = kinds[i % 3]
             i += 1
