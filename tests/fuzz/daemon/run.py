@@ -240,10 +240,12 @@ async def merge(o):
             name = Path(case["_file"]).name
             v, bits, sig = await r.run_case(case)
             keep_it = name.startswith(("crash-", "regress-")) or (bits and not v)
-            if keep_it:
+            if keep_it and name.startswith(("crash-", "regress-")):
+                (out / name).write_text(Path(case["_file"]).read_text())   # with what it found
+                kept += 1
+            elif keep_it:
                 body = {k: val for k, val in case.items() if not k.startswith("_")}
-                dest = out / (name if name.startswith(("crash-", "regress-")) else f"{case['id']}.json")
-                dest.write_text(json.dumps(codec.pack(body), indent=1) + "\n")
+                (out / f"{case['id']}.json").write_text(codec.dumps(body))
                 kept += 1
             await maybe_restart(r)
     finally:

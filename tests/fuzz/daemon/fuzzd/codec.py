@@ -3,6 +3,7 @@
 that a ClientHello's padding, a 33 KB header or 400 interim heads stay
 small in the corpus."""
 
+import json
 import re
 
 _RUN = re.compile(r"(.{1,64}?)\1{15,}", re.S)
@@ -36,3 +37,26 @@ def unpack(obj):
     if isinstance(obj, list):
         return [unpack(v) for v in obj]
     return obj
+
+
+def dumps(obj):
+    """A case file's text: packed, one client, origin script list or DNS
+    name a line (indented JSON would double the corpus for nothing)."""
+    obj = pack(obj)
+
+    def one(v):
+        return json.dumps(v, separators=(",", ":"))
+
+    out = []
+    items = list(obj.items())
+    for i, (k, v) in enumerate(items):
+        sep = "," if i < len(items) - 1 else ""
+        if isinstance(v, list) and v and k in ("clients", "cases"):
+            inner = ",\n  ".join(one(x) for x in v)
+            out.append(f" {one(k)}: [\n  {inner}\n ]{sep}")
+        elif isinstance(v, dict) and v and k in ("origins", "dns", "case", "failure"):
+            inner = ",\n  ".join(f"{one(kk)}: {one(vv)}" for kk, vv in v.items())
+            out.append(f" {one(k)}: {{\n  {inner}\n }}{sep}")
+        else:
+            out.append(f" {one(k)}: {one(v)}{sep}")
+    return "{\n" + "\n".join(out) + "\n}\n"

@@ -248,7 +248,18 @@ def sanitizer_report(text):
 
 
 def first_frames(text, n=3):
-    """The first frames of the first sanitizer report, as 'func file:line'."""
+    """The first frames of the first sanitizer report, as 'func file:line',
+    then, for a use after free, where it was freed ('freed: ...')."""
+    frames = _frames(text, n)
+    i = text.find("freed by thread")
+    if i >= 0:
+        freed = _frames(text[i:], n + 1)[1:]    # frame 0 is free() itself
+        if freed:
+            frames.append("freed: " + " < ".join(freed))
+    return frames
+
+
+def _frames(text, n):
     frames = []
     for line in text.splitlines():
         m = re.match(r"\s*#\d+ 0x[0-9a-f]+ in (\S+) (\S+)", line)

@@ -23,6 +23,8 @@ from .tls import client_hello
 
 # 1 bit per hit-count class, as AFL does: 1, 2, 3, 4-7, 8-15, 16-31, 32-127, 128+.
 _BUCKET = bytes([0, 1, 2, 4] + [8] * 4 + [16] * 8 + [32] * 16 + [64] * 96 + [128] * 128)
+# --merge keeps a case for new edges only, not new hit counts: a smaller set.
+_EDGE = bytes([0] + [1] * 255)
 _NONCE_RE = re.compile(re.escape(gen.NONCE), re.I)
 COUNT_KINDS = {"origin_conn_without_allow", "origin_request_without_allow", "deny_reply_without_line"}
 
@@ -127,6 +129,7 @@ class Runner:
         self.port_owner = {}
         if self.daemon.cov and self.daemon.cov.nguards:
             self.nguards = self.daemon.cov.nguards
+        self.canary_fail = []   # what failed against the last one is no news
         self.canary_task = self.loop.create_task(self._canary_loop(self.instance))
 
     async def _stop_canaries(self):
@@ -359,7 +362,8 @@ class Runner:
 
         new_bits = 0
         if cov and cov.nguards:
-            cur = int.from_bytes(cov.counters().translate(_BUCKET), "little")
+            table = _EDGE if getattr(self.o, "merge", None) else _BUCKET
+            cur = int.from_bytes(cov.counters().translate(table), "little")
             fresh = cur & ~self.virgin
             if fresh:
                 new_bits = bin(fresh).count("1")
@@ -449,7 +453,7 @@ class Runner:
             obj["cases"] = [{k: v for k, v in c.items() if not k.startswith("_")} for c in f.extra["cases"]]
         name = f"{f.kind}-{(f.case or {}).get('id') or hashlib.sha1(f.detail.encode()).hexdigest()[:16]}.json"
         path = self.crash_dir / name
-        path.write_text(json.dumps(codec.pack(obj), indent=1) + "\n")
+        path.write_text(codec.dumps(obj))
         frames = f.extra.get("frames")
         print(f"fuzz-daemon: FAILURE {f.kind}" + (f" at {' < '.join(frames)}" if frames else "")
               + f"\n  {f.detail.splitlines()[0][:300] if f.detail else ''}\n  replay: "
@@ -484,7 +488,7 @@ class Runner:
             if out_dir:
                 out_dir.mkdir(parents=True, exist_ok=True)
                 body = {k: v for k, v in case.items() if not k.startswith("_")}
-                (out_dir / f"{case['id']}.json").write_text(json.dumps(codec.pack(body), indent=1) + "\n")
+                (out_dir / f"{case['id']}.json").write_text(codec.dumps(body))
             self.stats["kept"] += 1
             return True
         return False
