@@ -1,0 +1,121 @@
+"""What an origin of ours makes of the bytes sluice sends it: a sequence of
+HTTP/1.x requests, framed by Content-Length or chunked coding exactly as
+sluice frames them. Lenient about what a head contains (sluice rewrites
+heads; their contents are not under test here), strict about where each
+message ends, so a desync between sluice and its origin shows up as bytes
+that are not a request."""
+
+import re
+
+MAX_HEAD = 64 * 1024
+_REQ_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/(\d)\.(\d)")
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
+
+
+class Request:
+    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len")
+
+    def __init__(self, method, target, version, headers):
+        self.method, self.target, self.version, self.headers = method, target, version, headers
+        self.host = None
+        for k, v in headers:
+            if k == "host":
+                self.host = v
+        self.complete = False
+        self.body_len = 0
+
+    def __repr__(self):
+        return f"<{self.method} {self.target} host={self.host} complete={self.complete}>"
+
+
+def _parse_chunked(buf, pos):
+    """Returns (end offset, body bytes) of a chunked body starting at pos,
+    None if incomplete, or raises ValueError."""
+    total = 0
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            if len(buf) - pos > 4096:
+                raise ValueError("chunk size line too long")
+            return None
+        line = bytes(buf[pos:eol])
+        m = _HEX.match(line)
+        if not m:
+            raise ValueError(f"bad chunk size line {line[:40]!r}")
+        size = int(m.group(0), 16)
+        pos = eol + 2
+        if size == 0:
+            # trailers, then an empty line
+            while True:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    return None
+                if eol == pos:
+                    return eol + 2, total
+                pos = eol + 2
+        if len(buf) < pos + size + 2:
+            return None
+        if buf[pos + size:pos + size + 2] != b"\r\n":
+            raise ValueError("chunk data not followed by CRLF")
+        pos += size + 2
+        total += size
+
+
+def parse_requests(buf):
+    """(requests, status, end): status is 'ok' (ends at a message boundary),
+    'partial' (ends inside a message) or 'bad: ...' (bytes that are not a
+    request where one must start); end is where parsing stopped."""
+    out = []
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        he = buf.find(b"\r\n\r\n", pos)
+        if he < 0:
+            tail = bytes(buf[pos:pos + 64])
+            if n - pos > MAX_HEAD:
+                return out, "bad: head over 64 KiB", pos
+            # A partial head must at least start like a request line.
+            probe = tail.split(b"\r\n", 1)[0]
+            if not re.match(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]*( |$)", probe):
+                return out, f"bad: not a request line: {tail!r}", pos
+            return out, "partial", pos
+        head = bytes(buf[pos:he])
+        lines = head.split(b"\r\n")
+        m = _REQ_LINE.fullmatch(lines[0])
+        if not m:
+            return out, f"bad: not a request line: {lines[0][:80]!r}", pos
+        headers = []
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(b":")
+            if not sep:
+                return out, f"bad: header line without a colon: {ln[:80]!r}", pos
+            headers.append((k.strip().lower().decode("latin-1"), v.strip().decode("latin-1")))
+        req = Request(m.group(1).decode("latin-1"), m.group(2).decode("latin-1"),
+                      f"{m.group(3).decode()}.{m.group(4).decode()}", headers)
+        out.append(req)
+        pos = he + 4
+        te = [v for k, v in headers if k == "transfer-encoding"]
+        cl = [v for k, v in headers if k == "content-length"]
+        if te:
+            codings = [c.strip().lower() for c in ",".join(te).split(",") if c.strip()]
+            if not codings or codings[-1] != "chunked":
+                return out, f"bad: forwarded Transfer-Encoding {te!r} not ending in chunked", pos
+            try:
+                r = _parse_chunked(buf, pos)
+            except ValueError as e:
+                return out, f"bad: chunked body: {e}", pos
+            if r is None:
+                return out, "partial", pos
+            pos, req.body_len = r
+        elif cl:
+            vals = {v.strip() for v in ",".join(cl).split(",")}
+            if len(vals) != 1 or not next(iter(vals)).isdigit():
+                return out, f"bad: forwarded Content-Length {cl!r}", pos
+            size = int(next(iter(vals)))
+            if n - pos < size:
+                req.body_len = n - pos
+                return out, "partial", n
+            pos += size
+            req.body_len = size
+        req.complete = True
+    return out, "ok", pos

@@ -1,0 +1,216 @@
+"""Mutations of a stored case. A mutant is a whole new case (JSON); the seed
+it records drives every choice made here, so the same parent and seed give
+the same mutant."""
+
+import copy
+import random
+import re
+
+from . import gen
+
+TOKENS = ["\r\n", "\r\n\r\n", "\n", "\r", " ", ":", "0\r\n\r\n", "chunked", "Transfer-Encoding: chunked\r\n",
+          "Content-Length: ", "Content-Length: 0\r\n", "Connection: close\r\n", "Expect: 100-continue\r\n",
+          "HTTP/1.1", "HTTP/1.0", "GET ", "HEAD ", "POST ", "CONNECT ", "http://", gen.NONCE,
+          ".ok.fuzz.test", ".no.fuzz.test", ":80", ":443", ":8080", ":8443", "ffffffff", ";ext=1",
+          "\x00", "\x16\x03\x01", "Host: ", "%", "[", "]", "@", "#", "0", "-1", "99999999999"]
+
+
+_NAME_RE = re.compile(r"h\d+-" + re.escape(gen.NONCE) + r"\.(ok|no|port)\.fuzz\.test", re.I)
+
+
+def mutate_bytes(rng, s, donors=()):
+    if not s:
+        return rng.choice(TOKENS)
+    for _ in range(rng.choice([1, 1, 2, 3, 5])):
+        op = rng.random()
+        i = rng.randrange(len(s) + 1)
+        # Half the time after the first head: a broken head only ever
+        # reaches the parser's refusals.
+        he = s.find("\r\n\r\n")
+        if he >= 0 and rng.random() < 0.5:
+            i = rng.randrange(he + 4, len(s) + 1)
+        if op < 0.2:      # flip a byte
+            if i < len(s):
+                s = s[:i] + chr(ord(s[i]) ^ (1 << rng.randrange(8))) + s[i + 1:]
+        elif op < 0.35:   # insert a token
+            s = s[:i] + rng.choice(TOKENS) + s[i:]
+        elif op < 0.5:    # delete a run
+            j = min(len(s), i + rng.choice([1, 1, 2, 4, 16, 200]))
+            s = s[:i] + s[j:]
+        elif op < 0.6:    # duplicate a run
+            j = min(len(s), i + rng.choice([1, 4, 32, 500]))
+            s = s[:i] + s[i:j] + s[i:]
+        elif op < 0.7:    # change a number
+            k = i
+            while k < len(s) and not s[k].isdigit():
+                k += 1
+            j = k
+            while j < len(s) and s[j].isdigit():
+                j += 1
+            if k < len(s):
+                s = s[:k] + str(rng.choice([0, 1, 2, 9, 255, 65535, 65536, 2**31, 2**63, 10**20,
+                                           rng.randint(0, 100000)])) + s[j:]
+        elif op < 0.8:    # swap CRLF for LF or the reverse
+            s = s.replace("\r\n", "\n", 1) if rng.random() < 0.5 else s.replace("\n", "\r\n", 1)
+        elif op < 0.9 and donors:   # splice from another stream
+            d = rng.choice(donors)
+            if d:
+                a = rng.randrange(len(d))
+                b = min(len(d), a + rng.randint(1, 400))
+                s = s[:i] + d[a:b] + s[i:]
+        else:             # truncate
+            s = s[:i]
+    return s[:200000]
+
+
+def _client_donors(corpus):
+    out = []
+    for c in corpus:
+        out += [cl.get("data", "") for cl in c.get("clients", [])]
+    return out
+
+
+def _names_of(case):
+    """The names a case's clients use, with a kind for the generators."""
+    names = {}
+    for n in case.get("dns", {}):
+        kind = "no" if ".no.fuzz.test" in n else "port" if ".port.fuzz.test" in n else "ok"
+        names[n] = kind
+    return names
+
+
+def _ctx_for(rng, case):
+    ctx = gen.Ctx(rng)
+    if "k" in case:
+        ctx.k = case["k"]
+    ctx.names.update(_names_of(case))
+    slots = sorted({int(k.split(":")[0][1:]) for k in case.get("origins", {})
+                    if k[:1] == "o" and k.split(":")[0][1:].isdigit()})
+    if slots:
+        ctx.slots = slots
+    return ctx
+
+
+def mutate(parent, corpus, seed):
+    rng = random.Random(seed)
+    c = copy.deepcopy(parent)
+    c["seed"] = seed
+    done = []
+    donors = _client_donors(corpus)
+    for _ in range(rng.choice([1, 1, 2, 3, 4])):
+        ctx = _ctx_for(rng, c)
+        op = rng.choices(["cbytes", "csplit", "cend", "cnew", "cadd", "cdrop", "obytes", "onew", "oops",
+                          "dnew", "dtweak", "cross", "cappend"],
+                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6])[0]
+        clients = c["clients"]
+        if op == "cbytes":
+            cl = rng.choice(clients)
+            cl["data"] = mutate_bytes(rng, cl["data"], donors)
+            if rng.random() < 0.3:
+                cl["writes"] = gen.splits(rng, len(cl["data"]))
+        elif op == "csplit":
+            cl = rng.choice(clients)
+            cl["writes"] = gen.splits(rng, len(cl["data"]))
+        elif op == "cend":
+            cl = rng.choice(clients)
+            cl["end"] = gen.client_end(rng, len(cl["data"]), rng.choice([0.5, 1.0, 2.5]))
+            if rng.random() < 0.3:
+                cl["stop_read"] = rng.choice([-1, 0, 1, 100, 5000])
+                cl["rcvbuf"] = rng.choice([0, 2048])
+            if rng.random() < 0.3:
+                cl["wait_ms"] = rng.choice([80, 150, 250, 400, 700, 1200])
+        elif op == "cnew":
+            clients[rng.randrange(len(clients))] = gen.client(rng, ctx)
+        elif op == "cadd" and len(clients) < 4:
+            clients.append(gen.client(rng, ctx))
+        elif op == "cappend":
+            # one more request behind what the client sends (pipelined)
+            cl = rng.choice(clients)
+            extra = gen.http_request(rng, ctx) if rng.random() < 0.85 else "".join(gen.connect_request(rng, ctx))
+            if rng.random() < 0.3 and "\r\n\r\n" in cl["data"]:
+                cut = cl["data"].find("\r\n\r\n") + 4
+                cl["data"] = cl["data"][:cut] + extra + cl["data"][cut:]
+            else:
+                cl["data"] += extra
+            if cl["end"].get("at") is not None and rng.random() < 0.5:
+                cl["end"]["at"] = None
+        elif op == "cdrop" and len(clients) > 1:
+            clients.pop(rng.randrange(len(clients)))
+        elif op == "obytes" and c["origins"]:
+            key = rng.choice(sorted(c["origins"]))
+            script = rng.choice(c["origins"][key])
+            sends = [o for o in script["ops"] if o.get("op") == "send"]
+            if sends:
+                o = rng.choice(sends)
+                o["d"] = mutate_bytes(rng, o["d"]).replace(gen.POISON, "P0IS0N-")
+                if rng.random() < 0.3:
+                    o["w"] = gen.origin_splits(rng, len(o["d"]))
+        elif op == "onew":
+            ctx.k = rng.choice([0.25, 1.0, 2.5])
+            fresh = gen.origin_table(rng, ctx, c["dns"])
+            if fresh:
+                key = rng.choice(sorted(fresh))
+                c["origins"][key] = fresh[key]
+        elif op == "oops" and c["origins"]:
+            key = rng.choice(sorted(c["origins"]))
+            script = rng.choice(c["origins"][key])
+            ops = script["ops"]
+            r = rng.random()
+            if ops and r < 0.3:
+                ops.pop(rng.randrange(len(ops)))
+            elif ops and r < 0.6:
+                ops.insert(rng.randrange(len(ops) + 1), copy.deepcopy(rng.choice(ops)))
+            else:
+                ops.insert(rng.randrange(len(ops) + 1),
+                           rng.choice([{"op": "rst"}, {"op": "shut"}, {"op": "stall"}, {"op": "close"},
+                                       {"op": "sleep", "ms": rng.choice([10, 100, 400])}]))
+        elif op == "dnew":
+            names = sorted(ctx.names)
+            if names:
+                n = rng.choice(names)
+                c["dns"][n] = gen.dns_entry(rng, ctx, n)
+        elif op == "dtweak" and c["dns"]:
+            n = rng.choice(sorted(c["dns"]))
+            q = rng.choice(["A", "AAAA"])
+            answers = c["dns"][n].setdefault(q, [{"rcode": 0, "an": []}])
+            a = rng.choice(answers)
+            r = rng.random()
+            if r < 0.25 and a.get("an"):
+                rng.choice(a["an"])["ttl"] = rng.choice(gen.TTLS)
+            elif r < 0.5:
+                fresh = gen.dns_answer(rng, ctx, q, n).get("an") or [{"t": q, "name": "@", "addr": ctx.slot(),
+                                                                       "ttl": 5}]
+                a.setdefault("an", []).append(rng.choice(fresh))
+            elif r < 0.6 and a.get("an"):
+                a["an"].pop(rng.randrange(len(a["an"])))
+            elif r < 0.7:
+                answers.insert(0, rng.choice([{"drop": 1}, {"rcode": 2, "an": []}, {"raw": ""}]))
+            else:
+                key = rng.choice(["delay_ms", "tc", "cut", "wrong_id", "dup", "qd"])
+                if key in a:
+                    a.pop(key)
+                else:
+                    a[key] = {"delay_ms": rng.choice([20, 200, 400]), "tc": 1, "cut": rng.randint(0, 60),
+                              "wrong_id": 1, "dup": 2, "qd": "none"}[key]
+        elif op == "cross" and corpus:
+            donor = rng.choice(corpus)
+            if donor.get("clients"):
+                clients[rng.randrange(len(clients))] = copy.deepcopy(rng.choice(donor["clients"]))
+                for n, e in donor.get("dns", {}).items():
+                    c["dns"].setdefault(n, copy.deepcopy(e))
+                for k, v in donor.get("origins", {}).items():
+                    c["origins"].setdefault(k, copy.deepcopy(v))
+        else:
+            continue
+        done.append(op)
+    for cl in c["clients"]:
+        cl["data"] = cl["data"].replace(gen.POISON, "P0IS0N-")
+    # New clients may name new hosts: most get an answer.
+    ctx = _ctx_for(rng, c)
+    for cl in c["clients"]:
+        for m in _NAME_RE.finditer(cl["data"]):
+            n = m.group(0).lower().replace(gen.NONCE.lower(), gen.NONCE)
+            if n not in c["dns"] and rng.random() < 0.9:
+                c["dns"][n] = gen.dns_entry(rng, ctx, n)
+    c["origin"] = f"mut:{parent.get('id', '?')}:{'+'.join(done) or 'none'}"
+    return c
