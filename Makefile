@@ -151,6 +151,7 @@ test: deps
 	$(MAKE) san
 	$(MAKE) unit
 	$(MAKE) fuzz
+	$(MAKE) fuzz-daemon
 	$(MAKE) lockfiles
 	$(MAKE) e2e
 	$(MAKE) e2e-static

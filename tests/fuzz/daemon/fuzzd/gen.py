@@ -546,14 +546,19 @@ def poison_response(rng):
 
 def http_script(rng, k=1.0):
     ops = []
+    # Poison may appear only while every earlier response's end was certain:
+    # after one whose body runs to the close (no length), what follows is
+    # that body, and delivering it is right.
+    ends_certain = True
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         r = rng.random()
         if r < 0.88:
             ops.append({"op": "req"})
         elif r < 0.93:
             ops.append({"op": "sleep", "ms": rng.choice([10, 100, 400])})
-        text, bulk, certain = http_response(rng, True, k)
-        if certain and rng.random() < 0.35:
+        text, bulk, certain = http_response(rng, ends_certain, k)
+        ends_certain = ends_certain and certain
+        if ends_certain and rng.random() < 0.35:
             text += poison_response(rng)
         elif rng.random() < 0.05:
             text += http_response(rng, poison_ok=False)[0]    # a second response
