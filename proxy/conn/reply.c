@@ -20,21 +20,28 @@ const char *sl_status_text(int status)
     }
 }
 
+/* A reply of sluice's own: the status, a Sluice-Decision header for a
+ * refusal (reason set), a plain-text body, and Connection: close. */
+static void reply(struct evbuffer *out, int status, const char *reason, const char *body)
+{
+    size_t n = strlen(body);   /* what snprintf kept, cut or not */
+    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, sl_status_text(status));
+    if (reason)
+        evbuffer_add_printf(out, "Sluice-Decision: deny; reason=%s\r\n", reason);
+    evbuffer_add_printf(out,
+                        "Content-Type: text/plain; charset=utf-8\r\n"
+                        "Content-Length: %zu\r\n"
+                        "Connection: close\r\n"
+                        "\r\n",
+                        n);
+    evbuffer_add(out, body, n);
+}
+
 void sl_reply_refusal(struct evbuffer *out, int status, const char *reason, const char *detail)
 {
     char body[1400];
-    int n = snprintf(body, sizeof body, "sluice refused this request (%s).\n%s\n", reason, detail);
-    if (n < 0 || (size_t)n >= sizeof body)
-        n = (int)sizeof body - 1;
-    evbuffer_add_printf(out,
-                        "HTTP/1.1 %d %s\r\n"
-                        "Sluice-Decision: deny; reason=%s\r\n"
-                        "Content-Type: text/plain; charset=utf-8\r\n"
-                        "Content-Length: %d\r\n"
-                        "Connection: close\r\n"
-                        "\r\n",
-                        status, sl_status_text(status), reason, n);
-    evbuffer_add(out, body, (size_t)n);
+    snprintf(body, sizeof body, "sluice refused this request (%s).\n%s\n", reason, detail);
+    reply(out, status, reason, body);
 }
 
 void sl_reply_connect_ok(struct evbuffer *out)
@@ -46,15 +53,6 @@ void sl_reply_connect_ok(struct evbuffer *out)
 void sl_reply_error(struct evbuffer *out, int status, const char *detail)
 {
     char body[700];
-    int n = snprintf(body, sizeof body, "sluice: %s\n", detail);
-    if (n < 0 || (size_t)n >= sizeof body)
-        n = (int)sizeof body - 1;
-    evbuffer_add_printf(out,
-                        "HTTP/1.1 %d %s\r\n"
-                        "Content-Type: text/plain; charset=utf-8\r\n"
-                        "Content-Length: %d\r\n"
-                        "Connection: close\r\n"
-                        "\r\n",
-                        status, sl_status_text(status), n);
-    evbuffer_add(out, body, (size_t)n);
+    snprintf(body, sizeof body, "sluice: %s\n", detail);
+    reply(out, status, NULL, body);
 }
