@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #define MAX_ADDRS 16
+#define MIN_ATTEMPT_MS 500
 
 typedef struct attempt {
     int fd;                 /* -1 once over */
@@ -23,7 +24,7 @@ struct sl_connector {
     struct event_base *base;
     sl_addr order[MAX_ADDRS];
     size_t n, next;
-    int port, stagger_ms;
+    int port, stagger_ms, attempt_ms;
     attempt at[MAX_ADDRS];
     size_t nat, live;
     struct event *timer;    /* the stagger; also delivers a failure found while starting */
@@ -114,10 +115,12 @@ static void start_next(sl_connector *k)
         }
         k->nat++;
         k->live++;
-        if (rc == 0)
+        if (rc == 0) {
             event_active(t->ev, EV_WRITE, 1);   /* connected at once: reported from the loop */
-        else
-            event_add(t->ev, NULL);
+        } else {
+            struct timeval tv = { k->attempt_ms / 1000, (k->attempt_ms % 1000) * 1000 };
+            event_add(t->ev, k->n > 1 ? &tv : NULL);
+        }
         return;
     }
 }
@@ -151,7 +154,6 @@ static void deliver_failure(sl_connector *k)
 
 static void on_attempt(evutil_socket_t fd, short what, void *arg)
 {
-    (void)what;
     sl_connector *k = arg;
     attempt *t = NULL;
     for (size_t i = 0; i < k->nat && !t; i++)
@@ -160,9 +162,19 @@ static void on_attempt(evutil_socket_t fd, short what, void *arg)
     if (!t)
         return;
     int err = 0;
-    socklen_t len = sizeof err;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-        err = errno;
+    if (what & EV_TIMEOUT) {
+        /* This attempt's own deadline: it gives way to the next address.
+         * The last one left keeps trying until the caller's deadline. */
+        if (k->live == 1 && k->next >= k->n) {
+            event_add(t->ev, NULL);
+            return;
+        }
+        err = ETIMEDOUT;
+    } else {
+        socklen_t len = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+    }
     if (err == 0) {
         sl_connect_cb cb = k->cb;
         void *cbarg = k->arg;
@@ -198,7 +210,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 sl_connector *sl_connect_start(struct event_base *base, const sl_addr *addrs, size_t n, int port,
-                               int stagger_ms, sl_connect_cb cb, void *arg)
+                               int stagger_ms, int deadline_ms, sl_connect_cb cb, void *arg)
 {
     sl_connector *k = calloc(1, sizeof *k);
     if (!k)
@@ -209,6 +221,11 @@ sl_connector *sl_connect_start(struct event_base *base, const sl_addr *addrs, si
     k->cb = cb;
     k->arg = arg;
     k->n = interleave(addrs, n, k->order);
+    /* Each attempt's share of the whole, but not so little that a slow
+     * network gets no connection at all. */
+    k->attempt_ms = k->n ? deadline_ms / (int)k->n : deadline_ms;
+    if (k->attempt_ms < MIN_ATTEMPT_MS)
+        k->attempt_ms = MIN_ATTEMPT_MS;
     k->timer = evtimer_new(base, on_timer, k);
     if (!k->timer) {
         free(k);

@@ -4,8 +4,11 @@
  * connected, and at once when one fails; the first to connect wins and the
  * others are closed. Only the given addresses are ever connected to.
  *
- * The whole has no deadline of its own: the caller's (connect_ms) ends it
- * with sl_connect_cancel. */
+ * Each attempt has a deadline of its own, deadline_ms divided among the
+ * addresses (at least 500 ms): past it, the attempt is closed and the
+ * next address tried at once, so a connection never holds many sockets
+ * that go nowhere. The last attempt left keeps trying: the whole ends at
+ * the caller's deadline (connect_ms), with sl_connect_cancel. */
 #ifndef SLUICE_CONNECT_H
 #define SLUICE_CONNECT_H
 
@@ -27,7 +30,7 @@ typedef void (*sl_connect_cb)(void *arg, int fd, const sl_addr *addr, int err);
 
 /* Starts connecting. NULL when out of memory. */
 sl_connector *sl_connect_start(struct event_base *base, const sl_addr *addrs, size_t n, int port,
-                               int stagger_ms, sl_connect_cb cb, void *arg);
+                               int stagger_ms, int deadline_ms, sl_connect_cb cb, void *arg);
 
 /* Closes every attempt; the callback never runs. */
 void sl_connect_cancel(sl_connector *k);

@@ -107,7 +107,7 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
     conn_timer(c, c->pol->connect_ms);
     c->x.addr = c->x.addrs[0];
     c->x.connector = sl_connect_start(c->w->base, c->x.addrs, c->x.naddrs, c->x.port, SL_CONNECT_STAGGER_MS,
-                                      on_connect, c);
+                                      c->pol->connect_ms, on_connect, c);
     if (!c->x.connector)
         conn_refuse(c, 502, "connect_failed", "Could not connect to %s port %d: out of memory.", c->x.host.name,
                     c->x.port);
