@@ -22,8 +22,9 @@ from sluicetest.checks import assert_refused
 from sluicetest.client import Conn
 from sluicetest.differential import Sent, assert_origin_traffic, request
 from sluicetest.hostile import (assert_exchanges, gate, read_until, small_rcvbuf_conn,
-                                syn_sent_ports, wait_new_syn_sent, fresh_client_is_served)
-from sluicetest.scripted import (Call, Close, HalfClose, NoRead, Reset, Script, Send, SendForever,
+                                syn_sent_ports, wait_new_syn_sent, wait_origin_side_ended,
+                                fresh_client_is_served)
+from sluicetest.scripted import (H1, Call, Close, HalfClose, NoRead, Reset, Script, Send, SendForever,
                                  Serve, Sleep, WaitEvent, WaitHead, WaitRequest)
 from sluicetest.strict import parse_responses
 
@@ -656,6 +657,10 @@ def test_origin_gone_at_every_byte_offset_of_a_response(sluice, scripted, framin
             if k == len(resp):
                 r = c.read_final()
                 assert r.status == 200 and r.body == b"0123456789", f"k={k}: {r!r}"
+                # The origin ends the connection right after its response: a
+                # request sent before that end reaches sluice would race it
+                # (a real origin's idle close races the same way).
+                wait_origin_side_ended(H1)
                 sent.append(get(c, "/next"))
                 own_response(c, "/next")
                 expect.append((port, [("allow", "done"), ("allow", "done")]))

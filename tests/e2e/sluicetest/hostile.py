@@ -125,6 +125,20 @@ def fresh_client_is_served(s, path, host="h1.hostile.test", timeout=5.0):
     return sent
 
 
+def wait_origin_side_ended(remote, timeout=5.0):
+    """Wait until no socket in this namespace is ESTABLISHED to remote: the
+    origin's FIN or reset has reached the kernel on sluice's side. (The
+    scripted origin's close can take effect a moment after its script step
+    returns: its reader thread holds the socket until its recv() returns.)
+    From then on sluice cannot mistake that connection for a live one: its
+    check before reuse sees the end even if its event has not run yet."""
+    deadline = time.monotonic() + timeout
+    while tcp_sockets("ESTABLISHED", remote):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"a connection to {remote} is still established after {timeout}s")
+        time.sleep(0.002)
+
+
 def syn_sent_ports(remote=STALL):
     """Local ports of sockets now connecting (SYN_SENT) to remote."""
     return {loc[1] for loc, _, _ in tcp_sockets("SYN_SENT", remote)}
