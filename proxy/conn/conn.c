@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "connect.h"
+#include "credentials.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
