@@ -341,6 +341,26 @@ write("fuzz_config", "errors", files(
      "[admin]\nlisten = 127.0.0.1:3128\n" + "k" * 300 + " = 1\n"),
     ("/abs/list", "*.com\nok.example\n"),
 ))
+write("fuzz_config", "inspect", files(
+    ("sluice.ini", "[policy]\nallowlist = allowlist.txt\n[dns]\nserver = 127.0.0.53\n"
+     "[tls]\nca_cert = ca/ca.pem\nca_key = ca/ca.key\nupstream_ca = bundle.pem\nleaf_days = 30\n"
+     "[credentials]\nfile = credentials.txt\nsecret_dir = secrets\n"),
+    ("allowlist.txt", "registry.npmjs.org\nGET,HEAD registry.npmjs.org/*\nGET api.github.com/repos/acme/*\n"
+     "* .uploads.example/incoming/*\n"),
+    ("credentials.txt", "# NAME HOST HEADER TEMPLATE\nnpm registry.npmjs.org Authorization Bearer {secret}\n"
+     "gh api.github.com Authorization token {secret}\nup .uploads.example X-Key {secret}\n"),
+    ("ca/ca.pem", "-----BEGIN CERTIFICATE-----\n"),
+    ("ca/ca.key", "-----BEGIN EC PRIVATE KEY-----\n"),
+    ("bundle.pem", "-----BEGIN CERTIFICATE-----\n"),
+    ("secrets/npm", "npm-token\n"),
+    ("secrets/gh", "gh-token"),
+    ("secrets/up", "up-token\n"),
+))
+write("fuzz_config", "inspect-errors", files(
+    ("sluice.ini", "[policy]\nallow = GET example.org/*\nallow = example.org\n[tls]\nca_cert = ca.pem\n"
+     "leaf_days = 900\n[credentials]\nfile = credentials.txt\n"),
+    ("credentials.txt", "a example.net Host {secret}\nb example.org X {secret} {secret}\n"),
+))
 # ---- JSON documents for the parallel loader (allowlist/lockfiles/jsonload.c) ------------
 # Lockfile-shaped: a top-level object whose big members are split across
 # threads. Strings full of brackets, commas and escapes, duplicate keys
