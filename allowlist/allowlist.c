@@ -529,6 +529,8 @@ static bool parse_rule(const token *t, size_t nt, sl_entry *e, void **block, cha
     size_t ndig = nt - 2, total = t[0].n + 1 + plen + 1 + ndig * sizeof(char *);
     for (size_t i = 2; i < nt; i++) {
         why = sl_digest_check(t[i].p, t[i].n);
+        if (why && (t[i].n < 3 || memcmp(t[i].p, "sha", 3) != 0))
+            why = "unexpected text after the path: only digests (sha256-, sha384- or sha512-...) may follow";
         if (why) {
             put_err(err, errcap, why, t[i].p, t[i].n);
             return false;
