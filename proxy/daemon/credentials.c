@@ -156,8 +156,10 @@ static bool read_secret(loader *l, const char *dir, const char *name, char *buf,
         report(l, "credential '%s': secret %s is open to group or others (mode %04o); chmod 600 it", name,
                path, (unsigned)(st.st_mode & 07777));
     } else {
+        /* Up to two bytes more than the limit: a secret of the limit and
+         * its newline, or one that is too long, whatever each read gives. */
         size_t have = 0;
-        while (have <= SL_SECRET_MAX) {
+        while (have < SL_SECRET_MAX + 2) {
             got = read(fd, buf + have, SL_SECRET_MAX + 2 - have);
             if (got < 0 && errno == EINTR)
                 continue;
