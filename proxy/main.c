@@ -131,6 +131,7 @@ static int cmd_check(void)
     if (!p)
         return 2;
     sl_policy_print(p, stdout);
+    sl_policy_warnings(p, sl_report_stderr, NULL);
     sl_policy_unref(p);
     return 0;
 }
