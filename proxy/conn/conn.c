@@ -810,9 +810,10 @@ void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg)
     conn *c = arg;
     conn_enter(c);
     bool from_client = s == c->cli;
-    if (!from_client && c->fx == FX_IDLE) {
+    if (!from_client && c->fx == FX_IDLE && ev != SL_STREAM_DRAINED) {
         /* An idle origin must not talk: whatever it sends (or its close)
-         * belongs to no request. */
+         * belongs to no request. (Its last bytes, a TLS handshake's,
+         * leaving late is no talk.) */
         exchange_drop_origin(c);
         goto out;
     }
