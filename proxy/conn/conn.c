@@ -621,6 +621,8 @@ static void closing_on_client(conn *c, sl_stream_event ev)
     case SL_STREAM_ERROR:
         conn_close(c, c->x.finishing);
         return;
+    case SL_STREAM_READY:
+        return;   /* TLS streams only, handled before this state */
     }
 }
 
@@ -802,6 +804,8 @@ static void head_on_client(conn *c, sl_stream_event ev)
         if (c->w->draining && evbuffer_get_length(c->cli->in) == 0)
             conn_close(c, "shutdown");
         return;
+    case SL_STREAM_READY:
+        return;   /* TLS streams only, handled before this state */
     }
 }
 

@@ -136,5 +136,7 @@ void tunnel_on_client(conn *c, sl_stream_event ev)
         return;
     case SL_STREAM_DRAINED:
         return;   /* the 200 went out */
+    case SL_STREAM_READY:
+        return;   /* TLS streams only: never the client's socket here */
     }
 }
