@@ -3,6 +3,7 @@
 
 #include "credentials.h"
 #include "lockfile.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -751,6 +752,21 @@ static void check_inspection(loader *l, const char *config)
                        l->upstream_ca_line ? l->upstream_ca_line : first->line, "upstream_ca",
                        p->tls_upstream_ca, false);
 
+    /* The CA and the upstream bundle, loaded once per policy (so a reload
+     * reads them again): a connection keeps the policy, and with it the
+     * leaves its session uses, until it ends. */
+    if (first && l->errors == 0) {
+        char err[512];
+        p->tls_server = sl_tls_server_new(p->tls_ca_cert, p->tls_ca_key, p->tls_leaf_days, SL_LEAF_CACHE_MAX,
+                                          err, sizeof err);
+        if (!p->tls_server)
+            report(l, cfg, l->ca_key_line ? l->ca_key_line : l->ca_cert_line, "[tls]: %s", err);
+        p->tls_client = sl_tls_client_new(p->tls_upstream_ca, err, sizeof err);
+        if (!p->tls_client)
+            report(l, l->upstream_ca_line ? cfg : first->file,
+                   l->upstream_ca_line ? l->upstream_ca_line : first->line, "upstream_ca: %s", err);
+    }
+
     if (p->credentials_file) {
         if (!p->secret_dir)
             report(l, cfg, l->cred_file_line, "[credentials] file needs secret_dir (where the secrets are)");
@@ -872,6 +888,8 @@ void sl_policy_unref(sl_policy *p)
     free(p->tls_ca_cert);
     free(p->tls_ca_key);
     free(p->tls_upstream_ca);
+    sl_tls_server_free(p->tls_server);
+    sl_tls_client_free(p->tls_client);
     free(p->credentials_file);
     free(p->secret_dir);
     sl_credentials_free(p);

@@ -16,6 +16,9 @@
 
 #define SL_MAX_LISTEN 16
 #define SL_MAX_DNS 8
+/* Leaves kept per policy: one per inspected host in use (a host's leaf is
+ * made again once it has been evicted). */
+#define SL_LEAF_CACHE_MAX 1024
 
 /* A string list for repeatable flags. */
 typedef struct sl_strv {
@@ -93,6 +96,8 @@ typedef struct sl_policy {
     char *tls_upstream_ca;      /* default SL_DEFAULT_UPSTREAM_CA */
     int tls_leaf_days;          /* 1..825, default 7 */
     bool inspects;              /* some request rule exists */
+    struct sl_tls_server *tls_server;   /* the CA and its leaves (tls.h); NULL unless inspecting */
+    struct sl_tls_client *tls_client;   /* upstream_ca, for the origins' certificates */
 
     /* [credentials] (credentials.h) */
     char *credentials_file, *secret_dir;   /* NULL: not set */
