@@ -14,7 +14,11 @@
 
 #define HOST_KEEP 1024      /* longest host text kept per destination */
 #define TS_LEN 32
-#define MAX_REASONS 64      /* distinct reason strings; more fold into "other" */
+#define MAX_NAMES 64        /* distinct reasons, methods, credential names; more fold into one */
+#define PATH_KEEP 1024      /* the gate logs at most 1,024 bytes of a path (SPEC) */
+#define SUG_PATHS 8         /* distinct refused paths told apart per row; past that, "many" */
+/* The allowlist's longest line (allowlist.c): a longer suggestion could not be added. */
+#define SUGGEST_LINE_MAX 1024
 
 /* ---- small pieces ---- */
 
@@ -62,6 +66,38 @@ typedef struct dest {
     bool nonpublic;
 } dest;
 
+/* A table of short names from the log (decoded, cut at 63 bytes). */
+typedef struct names {
+    char *v[MAX_NAMES];
+    size_t n;
+} names;
+
+/* --suggest: the rule_not_matched refusals of one row. */
+typedef struct sugpaths {
+    unsigned long long refused[2];    /* by kind: [0] plain HTTP, [1] inside a tunnel */
+    char last[TS_LEN];
+    const char *first;                /* the first path refused (in the arena) */
+    size_t first_len;
+    bool first_cut;                   /* PATH_KEEP bytes: the gate may have cut it */
+    size_t npaths;                    /* distinct paths refused, told apart by hash ... */
+    bool many;                        /* ... up to SUG_PATHS */
+    uint64_t hash[SUG_PATHS];
+    unsigned long long last_refused[SUG_PATHS], last_allowed[SUG_PATHS];   /* line ordinals */
+} sugpaths;
+
+/* Requests to an inspected host: one row per host:port, method and path
+ * prefix (path_prefix). */
+typedef struct irow {
+    uint64_t hash;
+    uint32_t dest;
+    uint16_t method;                  /* in sl_report.methods */
+    const char *prefix;               /* in the arena */
+    size_t prefix_len;
+    unsigned long long allowed, denied;
+    uint64_t creds;                   /* bit i: credential i of sl_report.creds was set */
+    sugpaths *sug;                    /* NULL until a rule_not_matched refusal */
+} irow;
+
 typedef struct dslot {
     uint32_t idx;           /* destination index + 1; 0: empty */
     uint32_t h32;           /* part of its hash: most misses never touch the destination */
@@ -91,14 +127,19 @@ struct sl_report {
     uint64_t *clients;
     size_t nclients, clients_cap;
 
-    char *reasons[MAX_REASONS];
-    size_t nreasons;
+    names reasons, methods, creds;
+
+    irow *rows;
+    size_t nrows, caprows;
+    dslot *rmap;
+    size_t rmap_cap;
 
     chunk *arena;
 
     char from[TS_LEN], to[TS_LEN];
     unsigned long long lines, requests, allowed, denied, closes, bytes_up, bytes_down;
     unsigned long long malformed, unmatched, forgotten, other_events;
+    unsigned long long inspected, no_tunnel;
     size_t nfiles;
 };
 
@@ -117,8 +158,14 @@ void sl_report_free(sl_report *r)
     free(r->dmap);
     free(r->open);
     free(r->clients);
-    for (size_t i = 0; i < r->nreasons; i++)
-        free(r->reasons[i]);
+    for (size_t i = 0; i < r->nrows; i++)
+        free(r->rows[i].sug);
+    free(r->rows);
+    free(r->rmap);
+    names *tabs[] = { &r->reasons, &r->methods, &r->creds };
+    for (size_t t = 0; t < 3; t++)
+        for (size_t i = 0; i < tabs[t]->n; i++)
+            free(tabs[t]->v[i]);
     while (r->arena) {
         chunk *c = r->arena;
         r->arena = c->next;
@@ -209,30 +256,32 @@ static dest *get_dest(sl_report *r, const char *host, size_t len, long port)
 
 /* ---- reasons ---- */
 
-static int reason_index(sl_report *r, const sl_astr *s)
+/* The index of a name in t; past MAX_NAMES - 1 distinct ones, the rest
+ * share `fold`. -1: out of memory. */
+static int name_index(names *t, const sl_astr *s, const char *fold)
 {
     if (!s->esc)
-        for (size_t i = 0; i < r->nreasons; i++)
-            if (strncmp(r->reasons[i], s->p, s->len) == 0 && r->reasons[i][s->len] == '\0')
+        for (size_t i = 0; i < t->n; i++)
+            if (strncmp(t->v[i], s->p, s->len) == 0 && t->v[i][s->len] == '\0')
                 return (int)i;
     char buf[64];
     size_t n = sl_astr_decode(s, buf, sizeof buf);
-    for (size_t i = 0; i < r->nreasons; i++)
-        if (strcmp(r->reasons[i], buf) == 0)
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i], buf) == 0)
             return (int)i;
-    if (r->nreasons >= MAX_REASONS - 1) {
-        /* Too many kinds: the rest count as "other" (the last slot). */
-        n = (size_t)snprintf(buf, sizeof buf, "other");
-        for (size_t i = 0; i < r->nreasons; i++)
-            if (strcmp(r->reasons[i], buf) == 0)
+    if (t->n >= MAX_NAMES - 1) {
+        /* Too many kinds: the rest share the last slot. */
+        n = (size_t)snprintf(buf, sizeof buf, "%s", fold);
+        for (size_t i = 0; i < t->n; i++)
+            if (strcmp(t->v[i], buf) == 0)
                 return (int)i;
     }
     char *copy = malloc(n + 1);
     if (!copy)
         return -1;
     memcpy(copy, buf, n + 1);
-    r->reasons[r->nreasons] = copy;
-    return (int)r->nreasons++;
+    t->v[t->n] = copy;
+    return (int)t->n++;
 }
 
 static const rcount *reason_at(const dest *d, size_t i)
@@ -406,6 +455,179 @@ static uint32_t open_take(sl_report *r, uint64_t idh)
     return d;
 }
 
+/* The destination of an open connection, index + 1, or 0; it stays open. */
+static uint32_t open_find(const sl_report *r, uint64_t idh)
+{
+    if (!r->open_cap)
+        return 0;
+    size_t mask = r->open_cap - 1;
+    for (size_t j = idh & mask; r->open[j].idh; j = (j + 1) & mask)
+        if (r->open[j].idh == idh)
+            return r->open[j].dest + 1;
+    return 0;
+}
+
+/* ---- inspected requests: host:port, method and path prefix ---- */
+
+/* No space, control byte, DEL or byte >= 0x80. */
+static bool printable_word(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] <= ' ' || s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+static const sl_astr no_value = { "(none)", 6, false, true };
+
+
+/* The row a path counts in: its first two segments, then '*'
+ * ("/repos/acme/widgets/issues" -> "/repos/acme/" and a star); a path of at most two
+ * segments is its own, unless the gate may have cut it: then it ends in
+ * '*' too. out has room for n + 2 bytes. */
+static size_t path_prefix(const char *p, size_t n, bool cut, char *out)
+{
+    size_t i = 0, slashes = 0;
+    while (i < n && !(p[i] == '/' && ++slashes == 3))
+        i++;
+    if (i < n) {
+        memcpy(out, p, i + 1);
+        out[i + 1] = '*';
+        return i + 2;
+    }
+    memcpy(out, p, n);
+    if (cut)
+        out[n++] = '*';
+    return n;
+}
+
+static bool rmap_grow(sl_report *r)
+{
+    size_t cap = r->rmap_cap ? r->rmap_cap * 2 : 1024;
+    dslot *m = calloc(cap, sizeof *m);
+    if (!m)
+        return false;
+    for (size_t i = 0; i < r->nrows; i++) {
+        size_t j = r->rows[i].hash & (cap - 1);
+        while (m[j].idx)
+            j = (j + 1) & (cap - 1);
+        m[j] = (dslot){ (uint32_t)i + 1, (uint32_t)(r->rows[i].hash >> 32) };
+    }
+    free(r->rmap);
+    r->rmap = m;
+    r->rmap_cap = cap;
+    return true;
+}
+
+static irow *get_row(sl_report *r, uint32_t di, int method, const char *prefix, size_t len)
+{
+    uint64_t key[2] = { di, (uint64_t)method };
+    uint64_t h = mix(hash_bytes(prefix, len, hash_bytes(key, sizeof key, FNV0)));
+    if (r->rmap_cap) {
+        for (size_t j = h & (r->rmap_cap - 1); r->rmap[j].idx; j = (j + 1) & (r->rmap_cap - 1)) {
+            if (r->rmap[j].h32 != (uint32_t)(h >> 32))
+                continue;
+            irow *w = &r->rows[r->rmap[j].idx - 1];
+            if (w->hash == h && w->dest == di && w->method == method && w->prefix_len == len &&
+                memcmp(w->prefix, prefix, len) == 0)
+                return w;
+        }
+    }
+    if ((r->nrows + 1) * 2 > r->rmap_cap && !rmap_grow(r))
+        return NULL;
+    if (r->nrows == r->caprows) {
+        size_t cap = r->caprows ? r->caprows * 2 : 256;
+        irow *v = realloc(r->rows, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        r->rows = v;
+        r->caprows = cap;
+    }
+    irow *w = &r->rows[r->nrows];
+    memset(w, 0, sizeof *w);
+    w->prefix = arena_copy(r, prefix, len);
+    if (!w->prefix)
+        return NULL;
+    w->prefix_len = len;
+    w->dest = di;
+    w->method = (uint16_t)method;
+    w->hash = h;
+    size_t j = h & (r->rmap_cap - 1);
+    while (r->rmap[j].idx)
+        j = (j + 1) & (r->rmap_cap - 1);
+    r->rmap[j] = (dslot){ (uint32_t)r->nrows + 1, (uint32_t)(h >> 32) };
+    r->nrows++;
+    return w;
+}
+
+/* Where path hash ph is among the row's refused paths, or SUG_PATHS. */
+static size_t sug_slot(const sugpaths *sp, uint64_t ph)
+{
+    for (size_t k = 0; k < sp->npaths; k++)
+        if (sp->hash[k] == ph)
+            return k;
+    return SUG_PATHS;
+}
+
+/* A request to an inspected host: a request line, or a plain-HTTP decision
+ * line the rules decided. kind: 1 inside a tunnel, 0 plain HTTP. */
+static bool inspected_request(sl_report *r, const sl_afields *f, uint32_t di, int kind, bool allow,
+                              const char *ts, size_t tslen)
+{
+    char path[PATH_KEEP + 8], prefix[PATH_KEEP + 2];
+    /* 8 spare bytes: a path the gate cut decodes to PATH_KEEP bytes or more */
+    size_t plen = sl_astr_decode(&f->path, path, sizeof path);
+    bool cut = plen >= PATH_KEEP;
+    if (cut)
+        plen = PATH_KEEP;
+    size_t xlen = path_prefix(path, plen, cut, prefix);
+    int method = name_index(&r->methods, f->method.set ? &f->method : &no_value, "(other)");
+    if (method < 0)
+        return false;
+    irow *w = get_row(r, di, method, prefix, xlen);
+    if (!w)
+        return false;
+    r->inspected++;
+    if (f->credential.set) {
+        int c = name_index(&r->creds, &f->credential, "(other)");
+        if (c < 0)
+            return false;
+        w->creds |= 1ULL << c;
+    }
+    uint64_t ph = mix(hash_bytes(path, plen, FNV0));
+    if (allow) {
+        w->allowed++;
+        size_t k = w->sug ? sug_slot(w->sug, ph) : SUG_PATHS;
+        if (k < SUG_PATHS)
+            w->sug->last_allowed[k] = r->lines;
+        return true;
+    }
+    w->denied++;
+    if (!sl_astr_eq(&f->reason, "rule_not_matched"))
+        return true;
+    sugpaths *sp = w->sug;
+    if (!sp) {
+        sp = w->sug = calloc(1, sizeof *sp);
+        if (!sp || !(sp->first = arena_copy(r, path, plen)))
+            return false;
+        sp->first_len = plen;
+        sp->first_cut = cut;
+    }
+    sp->refused[kind]++;
+    if (tslen && strcmp(ts, sp->last) > 0)
+        memcpy(sp->last, ts, tslen + 1);
+    size_t k = sug_slot(sp, ph);
+    if (k == SUG_PATHS && sp->npaths < SUG_PATHS) {
+        k = sp->npaths++;
+        sp->hash[k] = ph;
+    } else if (k == SUG_PATHS) {
+        sp->many = true;
+    }
+    if (k < SUG_PATHS)
+        sp->last_refused[k] = r->lines;
+    return true;
+}
+
 /* ---- taking lines in ---- */
 
 /* ts is NUL-terminated, shorter than TS_LEN. */
@@ -433,17 +655,36 @@ bool sl_report_line(sl_report *r, const sl_afields *f)
     char ts[TS_LEN];
     r->lines++;
     size_t tslen = sl_astr_decode(&f->ts, ts, sizeof ts);
+    /* Timestamps are printed as they are: one with a byte that could drive
+     * a terminal (or a space) is no timestamp. */
+    if (!printable_word(ts, tslen)) {
+        ts[0] = '\0';
+        tslen = 0;
+    }
     ts_minmax(r->from, r->to, ts, tslen);
 
-    if (sl_astr_eq(&f->event, "decision")) {
+    bool is_request = sl_astr_eq(&f->event, "request");
+    if (is_request || sl_astr_eq(&f->event, "decision")) {
         char host[HOST_KEEP];
         size_t hlen = sl_astr_decode(&f->host, host, sizeof host);
         long port = f->port.set && f->port.v <= 65535 ? (long)f->port.v : -1;
+        uint64_t idh = f->id.set ? mix(hash_bytes(f->id.p, f->id.len, FNV0)) : 0;
+        if (is_request) {
+            /* A request line has no port: its tunnel's CONNECT line has. */
+            uint32_t t = idh ? open_find(r, idh) : 0;
+            port = t ? r->dests[t - 1].port : -1;
+            if (!t)
+                r->no_tunnel++;
+            else if (!f->host.set) {
+                hlen = r->dests[t - 1].host_len;
+                memcpy(host, r->dests[t - 1].host, hlen);
+            }
+        }
         dest *d = get_dest(r, host, hlen, port);
         if (!d)
             return false;
         bool allow = sl_astr_eq(&f->decision, "allow");
-        int reason = reason_index(r, f->reason.set ? &f->reason : &(sl_astr){ "(none)", 6, false, true });
+        int reason = name_index(&r->reasons, f->reason.set ? &f->reason : &no_value, "other");
         if (reason < 0)
             return false;
         rcount *rc = dest_reason(d, reason);
@@ -462,14 +703,23 @@ bool sl_report_line(sl_report *r, const sl_afields *f)
                 memcpy(rc->last, ts, tslen + 1);
         }
         ts_minmax(d->first, d->last, ts, tslen);
+        uint32_t di = (uint32_t)(d - r->dests);
+        if (is_request)
+            return inspected_request(r, f, di, 1, allow, ts, tslen);
+        /* Plain HTTP to an inspected host: the rules decided. */
+        if ((sl_astr_eq(&f->reason, "rule") || sl_astr_eq(&f->reason, "rule_not_matched")) &&
+            !inspected_request(r, f, di, 0, allow, ts, tslen))
+            return false;
         if (f->client.set && !client_add(r, &f->client))
             return false;
         int kind = sl_astr_eq(&f->method, "CONNECT") ? 1 : 0;
+        /* A tunnel whose origin failed TLS is refused, yet its client gets
+         * its 502 inside the tunnel, on a request line. */
+        bool tunnel = allow || sl_astr_eq(&f->reason, "upstream_tls_failed");
+        if (tunnel && idh && !open_put(r, idh, r->lines, di))
+            return false;
         if (allow) {
             d->last_allowed[kind] = r->lines;
-            if (f->id.set && !open_put(r, mix(hash_bytes(f->id.p, f->id.len, FNV0)), r->lines,
-                                       (uint32_t)(d - r->dests)))
-                return false;
         } else {
             int s = suggest_reason(&f->reason);
             if (s == 0)
@@ -517,6 +767,9 @@ void sl_report_get_totals(const sl_report *r, sl_report_totals *t)
     t->malformed = r->malformed;
     t->unmatched_closes = r->unmatched;
     t->forgotten_open = r->forgotten;
+    t->inspected = r->inspected;
+    t->no_tunnel = r->no_tunnel;
+    t->rows = r->nrows;
 }
 
 /* ---- output helpers ---- */
@@ -747,7 +1000,7 @@ static int cmp_rcount(const void *x, const void *y)
     unsigned long long na = a->allow + a->deny, nb = b->allow + b->deny;
     if (na != nb)
         return na > nb ? -1 : 1;
-    return strcmp(sort_ctx->reasons[a->reason], sort_ctx->reasons[b->reason]);
+    return strcmp(sort_ctx->reasons.v[a->reason], sort_ctx->reasons.v[b->reason]);
 }
 
 static void print_notes(const sl_report *r, FILE *out)
@@ -763,13 +1016,116 @@ static void print_notes(const sl_report *r, FILE *out)
         fprintf(out, "note: more than %u connections were open at once; %llu were forgotten "
                      "(their bytes count in the totals only)\n",
                 SL_REPORT_OPEN_MAX, r->forgotten);
+    if (r->no_tunnel)
+        fprintf(out, "note: %llu request line%s came from tunnels whose CONNECT line is in none of "
+                     "these logs: %s port is unknown\n",
+                r->no_tunnel, r->no_tunnel == 1 ? "" : "s", r->no_tunnel == 1 ? "its" : "their");
+}
+
+/* ---- the inspected requests, in --summary ---- */
+
+static int cmp_row(const void *x, const void *y)
+{
+    const irow *a = &sort_ctx->rows[*(const uint32_t *)x], *b = &sort_ctx->rows[*(const uint32_t *)y];
+    int c = cmp_dest_host(&sort_ctx->dests[a->dest], &sort_ctx->dests[b->dest]);
+    if (!c)
+        c = strcmp(sort_ctx->methods.v[a->method], sort_ctx->methods.v[b->method]);
+    if (!c) {
+        size_t n = a->prefix_len < b->prefix_len ? a->prefix_len : b->prefix_len;
+        c = memcmp(a->prefix, b->prefix, n);
+        if (!c && a->prefix_len != b->prefix_len)
+            c = a->prefix_len < b->prefix_len ? -1 : 1;
+    }
+    return c;
+}
+
+/* Rows by host:port, method, then path (free the result). */
+static uint32_t *sorted_rows(const sl_report *r)
+{
+    uint32_t *idx = malloc((r->nrows + 1) * sizeof *idx);
+    if (!idx)
+        return NULL;
+    for (size_t i = 0; i < r->nrows; i++)
+        idx[i] = (uint32_t)i;
+    sort_ctx = r;
+    qsort(idx, r->nrows, sizeof *idx, cmp_row);
+    return idx;
+}
+
+static void json_rows(const sl_report *r, FILE *out, const uint32_t *idx)
+{
+    fputs("\"inspected\":[", out);
+    for (size_t i = 0; i < r->nrows; i++) {
+        const irow *w = &r->rows[idx[i]];
+        fputs(i ? ",{" : "{", out);
+        json_dest_key(out, &r->dests[w->dest]);
+        fputs(",\"method\":", out);
+        sl_audit_json_str(out, r->methods.v[w->method], strlen(r->methods.v[w->method]));
+        fputs(",\"path\":", out);
+        sl_audit_json_str(out, w->prefix, w->prefix_len);
+        fprintf(out, ",\"allowed\":%llu,\"denied\":%llu,\"credentials\":[", w->allowed, w->denied);
+        for (size_t k = 0, n = 0; k < r->creds.n; k++)
+            if (w->creds >> k & 1) {
+                fputs(n++ ? "," : "", out);
+                sl_audit_json_str(out, r->creds.v[k], strlen(r->creds.v[k]));
+            }
+        fputs("]}", out);
+    }
+    putc(']', out);
+}
+
+/* At most 40 columns of a path in the table; the JSON has all of it. */
+#define PATH_SHOWN 44
+
+static void print_rows(const sl_report *r, FILE *out, const uint32_t *idx)
+{
+    size_t w = 19, mw = 6, pw = 4;
+    char shown[PATH_SHOWN];
+    for (size_t i = 0; i < r->nrows; i++) {
+        const irow *row = &r->rows[idx[i]];
+        size_t dw = dest_width(&r->dests[row->dest]);
+        size_t ml = strlen(sl_display_untrusted(r->methods.v[row->method], strlen(r->methods.v[row->method]),
+                                                shown, 16, SL_DISPLAY_HEX));
+        size_t pl = strlen(sl_display_untrusted(row->prefix, row->prefix_len, shown, sizeof shown, SL_DISPLAY_HEX));
+        w = dw > w ? dw : w;
+        mw = ml > mw ? ml : mw;
+        pw = pl > pw ? pl : pw;
+    }
+    if (w > 48)
+        w = 48;
+    fputs("\nINSPECTED HOST:PORT", out);
+    pad(out, 19, w);
+    fputs("  METHOD", out);
+    pad(out, 6, mw);
+    fputs("  PATH", out);
+    pad(out, 4, pw);
+    fputs("  ALLOWED   DENIED  CREDENTIALS\n", out);
+    for (size_t i = 0; i < r->nrows; i++) {
+        const irow *row = &r->rows[idx[i]];
+        pad(out, print_dest(out, &r->dests[row->dest]), w);
+        const char *m = r->methods.v[row->method];
+        fprintf(out, "  %s", sl_display_untrusted(m, strlen(m), shown, 16, SL_DISPLAY_HEX));
+        pad(out, strlen(shown), mw);
+        fprintf(out, "  %s", sl_display_untrusted(row->prefix, row->prefix_len, shown, sizeof shown, SL_DISPLAY_HEX));
+        pad(out, strlen(shown), pw);
+        fprintf(out, "  %7llu  %7llu  ", row->allowed, row->denied);
+        size_t n = 0;
+        for (size_t k = 0; k < r->creds.n; k++)
+            if (row->creds >> k & 1) {
+                fputs(n++ ? "," : "", out);
+                sl_audit_text(out, r->creds.v[k], strlen(r->creds.v[k]));
+            }
+        fputs(n ? "\n" : "-\n", out);
+    }
 }
 
 void sl_report_summary(const sl_report *r, FILE *out, bool json)
 {
-    uint32_t *idx = sorted_dests(r);
-    if (!idx) {
+    uint32_t *idx = sorted_dests(r), *ridx = sorted_rows(r);
+    if (!idx || !ridx) {
         fputs("sluice: audit: out of memory\n", stderr);
+        free(idx);
+        free(ridx);
         return;
     }
     if (json) {
@@ -779,11 +1135,12 @@ void sl_report_summary(const sl_report *r, FILE *out, bool json)
         json_ts(out, r->to);
         fprintf(out, ",\"files\":%zu,\"lines\":%llu,\"clients\":%zu,"
                      "\"totals\":{\"requests\":%llu,\"allowed\":%llu,\"denied\":%llu,"
-                     "\"bytes_up\":%llu,\"bytes_down\":%llu,\"closes\":%llu},"
+                     "\"bytes_up\":%llu,\"bytes_down\":%llu,\"closes\":%llu,\"inspected_requests\":%llu},"
                      "\"malformed_lines\":%llu,\"unmatched_closes\":%llu,\"forgotten_open\":%llu,"
-                     "\"hosts\":[",
+                     "\"requests_without_tunnel\":%llu,\"hosts\":[",
                 r->nfiles, r->lines, r->nclients, r->requests, r->allowed, r->denied, r->bytes_up,
-                r->bytes_down, r->closes, r->malformed, r->unmatched, r->forgotten);
+                r->bytes_down, r->closes, r->inspected, r->malformed, r->unmatched, r->forgotten,
+                r->no_tunnel);
         for (size_t i = 0; i < r->ndests; i++) {
             const dest *d = &r->dests[idx[i]];
             fputs(i ? ",{" : "{", out);
@@ -794,7 +1151,7 @@ void sl_report_summary(const sl_report *r, FILE *out, bool json)
             for (size_t k = 0; rs && k < d->nreasons; k++) {
                 if (k)
                     putc(',', out);
-                const char *name = r->reasons[rs[k].reason];
+                const char *name = r->reasons.v[rs[k].reason];
                 sl_audit_json_str(out, name, strlen(name));
                 fprintf(out, ":%llu", rs[k].allow + rs[k].deny);
             }
@@ -806,8 +1163,11 @@ void sl_report_summary(const sl_report *r, FILE *out, bool json)
             json_ts(out, d->last);
             putc('}', out);
         }
-        fputs("]}\n", out);
+        fputs("],", out);
+        json_rows(r, out, ridx);
+        fputs("}\n", out);
         free(idx);
+        free(ridx);
         return;
     }
 
@@ -843,14 +1203,21 @@ void sl_report_summary(const sl_report *r, FILE *out, bool json)
             fprintf(out, "  %7llu  %7llu  %9s  %9s  %-20s  %-20s ", d->allowed, d->denied, up, down,
                     short_ts(d->first, b1, sizeof b1), short_ts(d->last, b2, sizeof b2));
             rcount *rs = sorted_reasons(r, d);
-            for (size_t k = 0; rs && k < d->nreasons; k++)
-                fprintf(out, " %s %llu", r->reasons[rs[k].reason], rs[k].allow + rs[k].deny);
+            for (size_t k = 0; rs && k < d->nreasons; k++) {
+                const char *name = r->reasons.v[rs[k].reason];
+                putc(' ', out);
+                sl_audit_text(out, name, strlen(name));
+                fprintf(out, " %llu", rs[k].allow + rs[k].deny);
+            }
             free(rs);
             putc('\n', out);
         }
     }
+    if (r->nrows)
+        print_rows(r, out, ridx);
     print_notes(r, out);
     free(idx);
+    free(ridx);
 }
 
 /* ---- --denied ---- */
@@ -870,7 +1237,7 @@ static int cmp_drow(const void *x, const void *y)
     int c = cmp_dest_host(&sort_ctx->dests[a->dest], &sort_ctx->dests[b->dest]);
     if (c)
         return c;
-    return strcmp(sort_ctx->reasons[a->reason], sort_ctx->reasons[b->reason]);
+    return strcmp(sort_ctx->reasons.v[a->reason], sort_ctx->reasons.v[b->reason]);
 }
 
 void sl_report_denied(const sl_report *r, FILE *out, bool json)
@@ -899,7 +1266,7 @@ void sl_report_denied(const sl_report *r, FILE *out, bool json)
             fputs(i ? ",{" : "{", out);
             json_dest_key(out, &r->dests[rows[i].dest]);
             fputs(",\"reason\":", out);
-            const char *name = r->reasons[rows[i].reason];
+            const char *name = r->reasons.v[rows[i].reason];
             sl_audit_json_str(out, name, strlen(name));
             fprintf(out, ",\"count\":%llu,\"last_seen\":", rows[i].count);
             json_ts(out, rows[i].last);
@@ -916,7 +1283,7 @@ void sl_report_denied(const sl_report *r, FILE *out, bool json)
         size_t w = 9, rw = 6;
         for (size_t i = 0; i < n; i++) {
             size_t dw = dest_width(&r->dests[rows[i].dest]);
-            size_t l = strlen(r->reasons[rows[i].reason]);
+            size_t l = strlen(r->reasons.v[rows[i].reason]);
             w = dw > w ? dw : w;
             rw = l > rw ? l : rw;
         }
@@ -932,7 +1299,7 @@ void sl_report_denied(const sl_report *r, FILE *out, bool json)
             fprintf(out, "%7llu  ", rows[i].count);
             pad(out, print_dest(out, &r->dests[rows[i].dest]), w);
             fputs("  ", out);
-            pad(out, sl_audit_text(out, r->reasons[rows[i].reason], strlen(r->reasons[rows[i].reason])), rw);
+            pad(out, sl_audit_text(out, r->reasons.v[rows[i].reason], strlen(r->reasons.v[rows[i].reason])), rw);
             fprintf(out, "  %s\n", short_ts(rows[i].last, b, sizeof b));
         }
     }

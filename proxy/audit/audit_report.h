@@ -44,6 +44,7 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
 typedef struct sl_report_totals {
     unsigned long long lines, requests, allowed, denied, closes, bytes_up, bytes_down;
     unsigned long long clients, destinations, malformed, unmatched_closes, forgotten_open;
+    unsigned long long inspected, no_tunnel, rows;   /* requests to inspected hosts; rows of them */
 } sl_report_totals;
 void sl_report_get_totals(const sl_report *r, sl_report_totals *t);
 
