@@ -93,6 +93,7 @@ typedef struct irow {
     uint16_t method;                  /* in sl_report.methods */
     const char *prefix;               /* in the arena */
     size_t prefix_len;
+    bool wild;                        /* the prefix ends in a '*' of ours, not the path's */
     unsigned long long allowed, denied;
     uint64_t creds;                   /* bit i: credential i of sl_report.creds was set */
     sugpaths *sug;                    /* NULL until a rule_not_matched refusal */
@@ -481,22 +482,20 @@ static bool printable_word(const char *s, size_t n)
 static const sl_astr no_value = { "(none)", 6, false, true };
 
 
-/* The row a path counts in: its first two segments, then '*'
- * ("/repos/acme/widgets/issues" -> "/repos/acme/" and a star); a path of at most two
- * segments is its own, unless the gate may have cut it: then it ends in
- * '*' too. out has room for n + 2 bytes. */
-static size_t path_prefix(const char *p, size_t n, bool cut, char *out)
+/* The row a path counts in: its first two segments, then a '*' of ours
+ * (*wild): "/repos/acme/widgets/issues" counts in "/repos/acme/" + '*'. A
+ * path of at most two segments is its own row, unless the gate may have
+ * cut it: then it ends in a '*' of ours too. out has room for n + 2 bytes. */
+static size_t path_prefix(const char *p, size_t n, bool cut, char *out, bool *wild)
 {
     size_t i = 0, slashes = 0;
     while (i < n && !(p[i] == '/' && ++slashes == 3))
         i++;
-    if (i < n) {
-        memcpy(out, p, i + 1);
-        out[i + 1] = '*';
-        return i + 2;
-    }
+    *wild = i < n || cut;
+    if (i < n)
+        n = i + 1;
     memcpy(out, p, n);
-    if (cut)
+    if (*wild)
         out[n++] = '*';
     return n;
 }
@@ -580,13 +579,15 @@ static bool inspected_request(sl_report *r, const sl_afields *f, uint32_t di, in
     bool cut = plen >= PATH_KEEP;
     if (cut)
         plen = PATH_KEEP;
-    size_t xlen = path_prefix(path, plen, cut, prefix);
+    bool wild;
+    size_t xlen = path_prefix(path, plen, cut, prefix, &wild);
     int method = name_index(&r->methods, f->method.set ? &f->method : &no_value, "(other)");
     if (method < 0)
         return false;
     irow *w = get_row(r, di, method, prefix, xlen);
     if (!w)
         return false;
+    w->wild = wild;
     r->inspected++;
     if (f->credential.set) {
         int c = name_index(&r->creds, &f->credential, "(other)");
@@ -1310,28 +1311,34 @@ void sl_report_denied(const sl_report *r, FILE *out, bool json)
 /* ---- --suggest ---- */
 
 typedef struct sugg {
-    char line[300];
-    unsigned long long nal, pna;
+    char *line;
+    unsigned long long nal, pna, rnm;
     bool kinds[2];
+    bool rule;              /* a request rule (rule_not_matched), else a host line */
+    bool wider;             /* a '*' in the path could not be written: the rule allows more */
+    size_t paths;           /* rules: distinct paths refused; SUG_PATHS + 1 for more */
     const char *last;
     uint32_t dest;
+    int64_t row;            /* rules: the row it came from */
 } sugg;
 
 typedef struct skipped {
     uint32_t dest;
+    int64_t row;            /* a request rule's row; -1 for a host line */
     unsigned long long count;
     char why[200];
 } skipped;
 
-/* Note a destination not suggested (counts of one destination merge). */
-static void skip(skipped *kv, size_t *nk, uint32_t di, unsigned long long count, const char *why)
+/* Note what was not suggested (counts of one destination, or row, merge). */
+static void skip(skipped *kv, size_t *nk, uint32_t di, int64_t row, unsigned long long count, const char *why)
 {
-    if (*nk > 0 && kv[*nk - 1].dest == di) {
+    if (*nk > 0 && kv[*nk - 1].dest == di && kv[*nk - 1].row == row) {
         kv[*nk - 1].count += count;
         return;
     }
     skipped *k = &kv[(*nk)++];
     k->dest = di;
+    k->row = row;
     k->count = count;
     snprintf(k->why, sizeof k->why, "%s", why);
 }
@@ -1344,7 +1351,7 @@ static int cmp_sugg_line(const void *x, const void *y)
 static int cmp_sugg_count(const void *x, const void *y)
 {
     const sugg *a = x, *b = y;
-    unsigned long long na = a->nal + a->pna, nb = b->nal + b->pna;
+    unsigned long long na = a->nal + a->pna + a->rnm, nb = b->nal + b->pna + b->rnm;
     if (na != nb)
         return na > nb ? -1 : 1;
     return strcmp(a->line, b->line);
@@ -1363,12 +1370,21 @@ static bool same_host(const dest *a, const dest *b)
 
 static void print_reasons_comment(FILE *out, const sugg *s)
 {
-    unsigned long long n = s->nal + s->pna;
+    unsigned long long n = s->nal + s->pna + s->rnm;
     fprintf(out, "# %llu request%s, ", n, n == 1 ? "" : "s");
-    if (s->nal && s->pna)
+    if (s->rule) {
+        fputs("rule_not_matched", out);
+        if (s->paths > SUG_PATHS)
+            fprintf(out, ", more than %d paths", SUG_PATHS);
+        else if (s->paths > 1)
+            fprintf(out, ", %zu paths", s->paths);
+        if (s->wider)
+            fputs(", a '*' in the path cannot be written: this rule allows more", out);
+    } else if (s->nal && s->pna) {
         fprintf(out, "not_allowlisted %llu, port_not_allowed %llu", s->nal, s->pna);
-    else
+    } else {
         fputs(s->nal ? "not_allowlisted" : "port_not_allowed", out);
+    }
     char b[TS_LEN];
     if (s->last && s->last[0])
         fprintf(out, ", last %s", short_ts(s->last, b, sizeof b));
@@ -1397,95 +1413,278 @@ static bool nonpublic_literal(const sl_addr *a, char *why, size_t cap)
     return true;
 }
 
+/* The host part of an allowlist line for d and this kind of request (1:
+ * CONNECT, 0: plain HTTP), from sl_allowlist_suggest. False when no line
+ * can be written: why says why, or is empty when nothing is to be said (a
+ * cloud metadata address). nonpublic: the host was refused as
+ * non_public_address somewhere in the logs. */
+static bool host_text(const dest *d, int kind, bool nonpublic, const sl_ports *connect_ports,
+                      const sl_ports *http_ports, char *line, size_t cap, char *why, size_t whycap)
+{
+    char text[SL_HOST_MAX + 3];
+    const char *err = NULL;
+    sl_host h;
+    bool v6 = memchr(d->host, ':', d->host_len) != NULL;
+    size_t tl = 0;
+    if (d->host_len + 2 < sizeof text) {
+        if (v6)
+            text[tl++] = '[';
+        memcpy(text + tl, d->host, d->host_len);
+        tl += d->host_len;
+        if (v6)
+            text[tl++] = ']';
+    }
+    bool parsed = tl > 0 && sl_host_parse(text, tl, &h, &err);
+    /* An IP literal that is not public: no line lets it through (old logs
+     * still hold such not_allowlisted refusals). */
+    if (parsed && h.kind != SL_HOST_NAME && nonpublic_literal(&h.addr, why, whycap))
+        return false;
+    if (nonpublic) {
+        snprintf(why, whycap, "refused as non_public_address");
+        return false;
+    }
+    if (!parsed) {
+        snprintf(why, whycap, "not a host an allowlist can name (%s)",
+                 err ? err : d->host_len ? "too long" : "empty");
+        return false;
+    }
+    if (d->port < 1 || d->port > 65535) {
+        snprintf(why, whycap, "no port");
+        return false;
+    }
+    if (!sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports, line, cap)) {
+        snprintf(why, whycap, "no allowlist line can allow it");
+        return false;
+    }
+    return true;
+}
+
+/* SPEC: METHODS are upper-case method names. */
+static bool rule_method(const char *m)
+{
+    size_t n = strlen(m);
+    return n >= 1 && n <= 32 && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == n;
+}
+
+/* A byte of a path (RFC 3986 pchar or '/'), '%' aside. */
+static bool path_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~!$&'()*+,;=:@/", c) != NULL);
+}
+
+/* A path segment [s, e) that is "." or "..", dots also as %2e. */
+static bool dot_segment(const char *s, const char *e)
+{
+    size_t dots = 0;
+    while (s < e) {
+        if (*s == '.')
+            s++;
+        else if (e - s >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'e' || s[2] == 'E'))
+            s += 3;
+        else
+            return false;
+        dots++;
+    }
+    return dots == 1 || dots == 2;
+}
+
+/* The PATH of a rule for p[0..n), then '*' when star: only what a path
+ * holds (RFC 3986), percent escapes of two hex digits, and nothing the gate
+ * refuses as ambiguous (a request with it is never matched against rules,
+ * so a log that says otherwise is not the gate's). A '*' of the path
+ * cannot be written literally: the path ends with '*' there and allows more
+ * (*wider). NULL, with the text in out (cap > n + 1), or why not. */
+static const char *rule_path(const char *p, size_t n, bool star, char *out, bool *wider)
+{
+    if (n == 0 || p[0] != '/')
+        return "not a path (it does not start with '/')";
+    size_t i = 0;
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '*') {
+            *wider = star = true;
+            break;
+        }
+        if (c == '%') {
+            int v = i + 2 < n ? (int)sl_hex_value(p + i + 1, 2) : -1;
+            if (v < 0)
+                return "the path has a bad percent escape";
+            if (v == 0 || v == '/' || v == '\\')
+                return "the path has an encoded '/', '\\' or NUL, which the gate refuses";
+            i += 2;
+        } else if (!path_byte(c)) {
+            return "the path has a byte that a rule cannot hold (a control byte, space, '#', '?', "
+                   "non-ASCII, ...)";
+        }
+    }
+    n = i;
+    for (size_t seg = 1, end; seg <= n; seg = end + 1) {
+        for (end = seg; end < n && p[end] != '/'; end++)
+            ;
+        if (dot_segment(p + seg, p + end))
+            return "the path has a dot segment, which the gate refuses";
+    }
+    memcpy(out, p, n);
+    if (star)
+        out[n++] = '*';
+    out[n] = '\0';
+    return NULL;
+}
+
+static char *join_line(const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    char *s = malloc(la + lb + lc + 1);
+    if (s) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb);
+        memcpy(s + la + lb, c, lc + 1);
+    }
+    return s;
+}
+
+/* Request rules for the rows' rule_not_matched refusals: one line per
+ * host:port, method and path prefix; the exact path when it is the only
+ * one refused there. Never a line for a refusal since allowed. */
+static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_ports *connect_ports,
+                          const sl_ports *http_ports, sugg *sv, size_t *ns, skipped *kv, size_t *nk)
+{
+    for (size_t i = 0; i < r->nrows; i++) {
+        const irow *w = &r->rows[i];
+        const sugpaths *sp = w->sug;
+        if (!sp)
+            continue;
+        bool pending = sp->many;
+        for (size_t k = 0; k < sp->npaths; k++)
+            pending = pending || sp->last_refused[k] > sp->last_allowed[k];
+        if (!pending)
+            continue;   /* each path refused was allowed since: the rules have it */
+        const dest *d = &r->dests[w->dest];
+        const char *method = r->methods.v[w->method];
+        bool exact = sp->npaths == 1 && !sp->many;
+        for (int kind = 1; kind >= 0; kind--) {
+            unsigned long long n = sp->refused[kind];
+            if (n == 0)
+                continue;
+            char host[300], why[200], path[PATH_KEEP + 2];
+            bool wider = false;
+            const char *bad = NULL;
+            if (d->port < 0)
+                bad = "its port is unknown: the tunnel's CONNECT line is in none of these logs";
+            else if (!host_text(d, kind, nonpublic[w->dest], connect_ports, http_ports, host, sizeof host, why,
+                                sizeof why))
+                bad = why;
+            else if (!rule_method(method))
+                bad = "not a method a rule can name (upper-case letters)";
+            else if (exact)
+                bad = rule_path(sp->first, sp->first_len, sp->first_cut, path, &wider);
+            else
+                bad = rule_path(w->prefix, w->prefix_len - w->wild, w->wild, path, &wider);
+            if (bad) {
+                if (bad[0])
+                    skip(kv, nk, w->dest, (int64_t)i, n, bad);
+                continue;
+            }
+            char *line = join_line(method, " ", host);
+            char *full = line ? join_line(line, path, "") : NULL;
+            free(line);
+            if (!full)
+                return false;
+            if (strlen(full) > SUGGEST_LINE_MAX) {
+                free(full);
+                skip(kv, nk, w->dest, (int64_t)i, n, "the rule would be longer than an allowlist line may be");
+                continue;
+            }
+            sugg *s = &sv[(*ns)++];
+            *s = (sugg){ .line = full, .rnm = n, .rule = true, .wider = wider, .last = sp->last,
+                         .dest = w->dest, .row = (int64_t)i };
+            s->kinds[kind] = true;
+            s->paths = sp->many ? SUG_PATHS + 1 : sp->npaths;
+        }
+    }
+    return true;
+}
+
+static void print_skipped_what(const sl_report *r, FILE *out, const skipped *k)
+{
+    if (k->row < 0) {
+        print_dest(out, &r->dests[k->dest]);
+        return;
+    }
+    const irow *w = &r->rows[k->row];
+    const char *m = r->methods.v[w->method];
+    char shown[200];   /* a note is one line: a long path is cut (the JSON has all of it) */
+    fputs(sl_display_untrusted(m, strlen(m), shown, 40, SL_DISPLAY_HEX), out);
+    putc(' ', out);
+    print_dest(out, &r->dests[k->dest]);
+    bool exact = w->sug && w->sug->npaths == 1 && !w->sug->many;
+    fputs(sl_display_untrusted(exact ? w->sug->first : w->prefix, exact ? w->sug->first_len : w->prefix_len,
+                               shown, sizeof shown, SL_DISPLAY_HEX),
+          out);
+}
+
 void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports *connect_ports,
                        const sl_ports *http_ports)
 {
-    size_t cap = 0;
+    size_t cap = 0, ns = 0, nk = 0;
     for (size_t i = 0; i < r->ndests; i++)
         cap += (r->dests[i].sug_nal[0] + r->dests[i].sug_pna[0] > 0) +
                (r->dests[i].sug_nal[1] + r->dests[i].sug_pna[1] > 0);
+    for (size_t i = 0; i < r->nrows; i++)
+        cap += r->rows[i].sug ? 2 : 0;
     sugg *sv = calloc(cap + 1, sizeof *sv);
-    skipped *kv = calloc(r->ndests + 1, sizeof *kv);
+    skipped *kv = calloc(cap + 1, sizeof *kv);
     uint32_t *idx = malloc((r->ndests + 1) * sizeof *idx);
-    if (!sv || !kv || !idx) {
-        fputs("sluice: audit: out of memory\n", stderr);
-        goto out;
-    }
+    bool *nonpublic = calloc(r->ndests + 1, sizeof *nonpublic);
+    if (!sv || !kv || !idx || !nonpublic)
+        goto oom;
     /* Group destinations by host: a host refused anywhere as
      * non_public_address is never suggested, on any port. */
     for (size_t i = 0; i < r->ndests; i++)
         idx[i] = (uint32_t)i;
     sort_ctx = r;
     qsort(idx, r->ndests, sizeof *idx, cmp_idx_host);
-    size_t ns = 0, nk = 0;
     for (size_t g = 0; g < r->ndests;) {
         size_t e = g;
-        bool nonpublic = false;
-        while (e < r->ndests && same_host(&r->dests[idx[e]], &r->dests[idx[g]])) {
-            nonpublic = nonpublic || r->dests[idx[e]].nonpublic;
-            e++;
-        }
-        for (size_t i = g; i < e; i++) {
-            const dest *d = &r->dests[idx[i]];
-            for (int kind = 1; kind >= 0; kind--) {
-                unsigned long long n = d->sug_nal[kind] + d->sug_pna[kind];
-                if (n == 0)
-                    continue;
-                if (d->last_allowed[kind] > d->last_refused[kind])
-                    continue;   /* allowed since: already in the allowlist */
-                char why[200];
-                char text[SL_HOST_MAX + 3];
-                const char *err = NULL;
-                sl_host h;
-                bool v6 = memchr(d->host, ':', d->host_len) != NULL;
-                size_t tl = 0;
-                if (d->host_len + 2 < sizeof text) {
-                    if (v6)
-                        text[tl++] = '[';
-                    memcpy(text + tl, d->host, d->host_len);
-                    tl += d->host_len;
-                    if (v6)
-                        text[tl++] = ']';
-                }
-                bool parsed = tl > 0 && sl_host_parse(text, tl, &h, &err);
-                /* An IP literal that is not public: no line lets it through
-                 * (old logs still hold such not_allowlisted refusals). */
-                if (parsed && h.kind != SL_HOST_NAME && nonpublic_literal(&h.addr, why, sizeof why)) {
-                    if (why[0])
-                        skip(kv, &nk, idx[i], n, why);
-                    continue;
-                }
-                if (nonpublic) {
-                    skip(kv, &nk, idx[i], n, "refused as non_public_address");
-                    continue;
-                }
-                if (!parsed) {
-                    snprintf(why, sizeof why, "not a host an allowlist can name (%s)",
-                             err ? err : d->host_len ? "too long" : "empty");
-                    skip(kv, &nk, idx[i], n, why);
-                    continue;
-                }
-                if (d->port < 1 || d->port > 65535) {
-                    skip(kv, &nk, idx[i], n, "no port");
-                    continue;
-                }
-                sugg *s = &sv[ns];
-                if (!sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports,
-                                          s->line, sizeof s->line)) {
-                    skip(kv, &nk, idx[i], n, "no allowlist line can allow it");
-                    continue;
-                }
-                ns++;
-                s->nal = d->sug_nal[kind];
-                s->pna = d->sug_pna[kind];
-                s->kinds[kind] = true;
-                s->last = d->last;
-                s->dest = idx[i];
-            }
-        }
+        bool np = false;
+        for (; e < r->ndests && same_host(&r->dests[idx[e]], &r->dests[idx[g]]); e++)
+            np = np || r->dests[idx[e]].nonpublic;
+        for (size_t i = g; i < e; i++)
+            nonpublic[idx[i]] = np;
         g = e;
     }
-    /* One line may come from both kinds (a bare host: CONNECT :443 and HTTP :80). */
+    for (size_t i = 0; i < r->ndests; i++) {
+        const dest *d = &r->dests[idx[i]];
+        for (int kind = 1; kind >= 0; kind--) {
+            unsigned long long n = d->sug_nal[kind] + d->sug_pna[kind];
+            if (n == 0)
+                continue;
+            if (d->last_allowed[kind] > d->last_refused[kind])
+                continue;   /* allowed since: already in the allowlist */
+            char line[300], why[200];
+            if (!host_text(d, kind, nonpublic[idx[i]], connect_ports, http_ports, line, sizeof line, why,
+                           sizeof why)) {
+                if (why[0])
+                    skip(kv, &nk, idx[i], -1, n, why);
+                continue;
+            }
+            sugg *s = &sv[ns];
+            if (!(s->line = strdup(line)))
+                goto oom;
+            ns++;
+            s->nal = d->sug_nal[kind];
+            s->pna = d->sug_pna[kind];
+            s->kinds[kind] = true;
+            s->last = d->last;
+            s->dest = idx[i];
+            s->row = -1;
+        }
+    }
+    if (!suggest_rules(r, nonpublic, connect_ports, http_ports, sv, &ns, kv, &nk))
+        goto oom;
+    /* One line may come from both kinds (a bare host: CONNECT :443 and HTTP
+     * :80), or from two rows (a '*' cut both paths short). */
     qsort(sv, ns, sizeof *sv, cmp_sugg_line);
     size_t m = 0;
     for (size_t i = 0; i < ns; i++) {
@@ -1493,10 +1692,15 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
             sugg *t = &sv[m - 1];
             t->nal += sv[i].nal;
             t->pna += sv[i].pna;
+            t->rnm += sv[i].rnm;
             t->kinds[0] |= sv[i].kinds[0];
             t->kinds[1] |= sv[i].kinds[1];
+            t->wider |= sv[i].wider;
+            if (sv[i].row != t->row)   /* not the same row's other kind */
+                t->paths = t->paths + sv[i].paths > SUG_PATHS ? SUG_PATHS + 1 : t->paths + sv[i].paths;
             if (sv[i].last && (!t->last || strcmp(sv[i].last, t->last) > 0))
                 t->last = sv[i].last;
+            free(sv[i].line);
             continue;
         }
         sv[m++] = sv[i];
@@ -1510,13 +1714,26 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
             const sugg *s = &sv[i];
             fputs(i ? ",{\"line\":" : "{\"line\":", out);
             sl_audit_json_str(out, s->line, strlen(s->line));
-            fprintf(out, ",\"requests\":%llu,\"reasons\":{", s->nal + s->pna);
-            if (s->nal)
-                fprintf(out, "\"not_allowlisted\":%llu%s", s->nal, s->pna ? "," : "");
-            if (s->pna)
-                fprintf(out, "\"port_not_allowed\":%llu", s->pna);
-            fprintf(out, "},\"methods\":[%s%s%s],\"last_seen\":", s->kinds[1] ? "\"CONNECT\"" : "",
+            fprintf(out, ",\"rule\":%s,\"requests\":%llu,\"reasons\":{", s->rule ? "true" : "false",
+                    s->nal + s->pna + s->rnm);
+            const char *sep = "";
+            if (s->nal) {
+                fprintf(out, "\"not_allowlisted\":%llu", s->nal);
+                sep = ",";
+            }
+            if (s->pna) {
+                fprintf(out, "%s\"port_not_allowed\":%llu", sep, s->pna);
+                sep = ",";
+            }
+            if (s->rnm)
+                fprintf(out, "%s\"rule_not_matched\":%llu", sep, s->rnm);
+            fprintf(out, "},\"methods\":[%s%s%s],", s->kinds[1] ? "\"CONNECT\"" : "",
                     s->kinds[1] && s->kinds[0] ? "," : "", s->kinds[0] ? "\"HTTP\"" : "");
+            if (s->rule)
+                fprintf(out, "\"paths\":%zu,\"more_paths\":%s,\"wider\":%s,",
+                        s->paths > SUG_PATHS ? (size_t)SUG_PATHS : s->paths, s->paths > SUG_PATHS ? "true" : "false",
+                        s->wider ? "true" : "false");
+            fputs("\"last_seen\":", out);
             json_ts(out, s->last ? s->last : "");
             putc('}', out);
         }
@@ -1524,6 +1741,17 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
         for (size_t i = 0; i < nk; i++) {
             fputs(i ? ",{" : "{", out);
             json_dest_key(out, &r->dests[kv[i].dest]);
+            if (kv[i].row >= 0) {
+                const irow *w = &r->rows[kv[i].row];
+                const char *mt = r->methods.v[w->method];
+                fputs(",\"method\":", out);
+                sl_audit_json_str(out, mt, strlen(mt));
+                fputs(",\"path\":", out);
+                if (w->sug->npaths == 1 && !w->sug->many)
+                    sl_audit_json_str(out, w->sug->first, w->sug->first_len);
+                else
+                    sl_audit_json_str(out, w->prefix, w->prefix_len);
+            }
             fprintf(out, ",\"requests\":%llu,\"why\":", kv[i].count);
             sl_audit_json_str(out, kv[i].why, strlen(kv[i].why));
             putc('}', out);
@@ -1532,7 +1760,7 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
         goto out;
     }
     fprintf(out, "# sluice audit --suggest: %zu allowlist line%s for requests refused as "
-                 "not_allowlisted or port_not_allowed.\n"
+                 "not_allowlisted, port_not_allowed or rule_not_matched.\n"
                  "# Review each one: these are what was tried, not necessarily what is needed.\n",
             ns, ns == 1 ? "" : "s");
     size_t w = 0;
@@ -1551,13 +1779,19 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
     }
     for (size_t i = 0; i < nk; i++) {
         fputs("# not suggested: ", out);
-        print_dest(out, &r->dests[kv[i].dest]);
+        print_skipped_what(r, out, &kv[i]);
         fprintf(out, " (%llu request%s): ", kv[i].count, kv[i].count == 1 ? "" : "s");
         sl_audit_text(out, kv[i].why, strlen(kv[i].why));
         putc('\n', out);
     }
+    goto out;
+oom:
+    fputs("sluice: audit: out of memory\n", stderr);
 out:
+    for (size_t i = 0; sv && i < ns; i++)
+        free(sv[i].line);
     free(sv);
     free(kv);
     free(idx);
+    free(nonpublic);
 }
