@@ -1562,7 +1562,8 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
             continue;   /* each path refused was allowed since: the rules have it */
         const dest *d = &r->dests[w->dest];
         const char *method = r->methods.v[w->method];
-        bool exact = sp->npaths == 1 && !sp->many;
+        /* a path the gate may have cut is not known exactly: its prefix */
+        bool exact = sp->npaths == 1 && !sp->many && !sp->first_cut;
         for (int kind = 1; kind >= 0; kind--) {
             unsigned long long n = sp->refused[kind];
             if (n == 0)
@@ -1578,7 +1579,7 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
             else if (!rule_method(method))
                 bad = "not a method a rule can name (upper-case letters)";
             else if (exact)
-                bad = rule_path(sp->first, sp->first_len, sp->first_cut, path, &wider);
+                bad = rule_path(sp->first, sp->first_len, false, path, &wider);
             else
                 bad = rule_path(w->prefix, w->prefix_len - w->wild, w->wild, path, &wider);
             if (bad) {
@@ -1606,6 +1607,22 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
     return true;
 }
 
+/* The path a skipped row is named by: the one refused, or the prefix of
+ * several. --suggest writes no query string, not even in a note (the gate
+ * logs none; a log that holds one is not the gate's): *query says one was
+ * cut off. */
+static const char *skipped_path(const irow *w, size_t *n, bool *query)
+{
+    bool exact = w->sug && w->sug->npaths == 1 && !w->sug->many && !w->sug->first_cut;
+    const char *path = exact ? w->sug->first : w->prefix;
+    *n = exact ? w->sug->first_len : w->prefix_len;
+    const char *q = memchr(path, '?', *n);
+    *query = q != NULL;
+    if (q)
+        *n = (size_t)(q - path);
+    return path;
+}
+
 static void print_skipped_what(const sl_report *r, FILE *out, const skipped *k)
 {
     if (k->row < 0) {
@@ -1618,10 +1635,28 @@ static void print_skipped_what(const sl_report *r, FILE *out, const skipped *k)
     fputs(sl_display_untrusted(m, strlen(m), shown, 40, SL_DISPLAY_HEX), out);
     putc(' ', out);
     print_dest(out, &r->dests[k->dest]);
-    bool exact = w->sug && w->sug->npaths == 1 && !w->sug->many;
-    fputs(sl_display_untrusted(exact ? w->sug->first : w->prefix, exact ? w->sug->first_len : w->prefix_len,
-                               shown, sizeof shown, SL_DISPLAY_HEX),
-          out);
+    size_t n;
+    bool query;
+    const char *path = skipped_path(w, &n, &query);
+    if (n == 0 || path[0] != '/')
+        fputs(n ? " " : " (no path)", out);   /* not glued to the port */
+    fputs(sl_display_untrusted(path, n, shown, sizeof shown, SL_DISPLAY_HEX), out);
+    if (query)
+        fputs("?...", out);
+}
+
+/* Whether two rules' rows stand for the one same path (the same row's two
+ * kinds, or the same only path refused in two rows): their lines merge
+ * without adding to the count of paths. */
+static bool same_path(const sl_report *r, int64_t a, int64_t b)
+{
+    if (a == b)
+        return true;
+    if (a < 0 || b < 0)
+        return false;
+    const sugpaths *x = r->rows[a].sug, *y = r->rows[b].sug;
+    return x->npaths == 1 && !x->many && !x->first_cut && y->npaths == 1 && !y->many && !y->first_cut &&
+           x->first_len == y->first_len && memcmp(x->first, y->first, x->first_len) == 0;
 }
 
 void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports *connect_ports,
@@ -1696,7 +1731,7 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
             t->kinds[0] |= sv[i].kinds[0];
             t->kinds[1] |= sv[i].kinds[1];
             t->wider |= sv[i].wider;
-            if (sv[i].row != t->row)   /* not the same row's other kind */
+            if (!same_path(r, t->row, sv[i].row))
                 t->paths = t->paths + sv[i].paths > SUG_PATHS ? SUG_PATHS + 1 : t->paths + sv[i].paths;
             if (sv[i].last && (!t->last || strcmp(sv[i].last, t->last) > 0))
                 t->last = sv[i].last;
@@ -1746,11 +1781,11 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
                 const char *mt = r->methods.v[w->method];
                 fputs(",\"method\":", out);
                 sl_audit_json_str(out, mt, strlen(mt));
+                size_t n;
+                bool query;
+                const char *path = skipped_path(w, &n, &query);
                 fputs(",\"path\":", out);
-                if (w->sug->npaths == 1 && !w->sug->many)
-                    sl_audit_json_str(out, w->sug->first, w->sug->first_len);
-                else
-                    sl_audit_json_str(out, w->prefix, w->prefix_len);
+                sl_audit_json_str(out, path, n);
             }
             fprintf(out, ",\"requests\":%llu,\"why\":", kv[i].count);
             sl_audit_json_str(out, kv[i].why, strlen(kv[i].why));
