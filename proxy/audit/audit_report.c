@@ -481,7 +481,6 @@ static bool printable_word(const char *s, size_t n)
 
 static const sl_astr no_value = { "(none)", 6, false, true };
 
-
 /* The row a path counts in: its first two segments, then a '*' of ours
  * (*wild): "/repos/acme/widgets/issues" counts in "/repos/acme/" + '*'. A
  * path of at most two segments is its own row, unless the gate may have
@@ -1064,7 +1063,9 @@ static void json_rows(const sl_report *r, FILE *out, const uint32_t *idx)
         sl_audit_json_str(out, r->methods.v[w->method], strlen(r->methods.v[w->method]));
         fputs(",\"path\":", out);
         sl_audit_json_str(out, w->prefix, w->prefix_len);
-        fprintf(out, ",\"allowed\":%llu,\"denied\":%llu,\"credentials\":[", w->allowed, w->denied);
+        /* whether its last '*' is ours (the requests under it) or the path's own */
+        fprintf(out, ",\"prefix\":%s,\"allowed\":%llu,\"denied\":%llu,\"credentials\":[",
+                w->wild ? "true" : "false", w->allowed, w->denied);
         for (size_t k = 0, n = 0; k < r->creds.n; k++)
             if (w->creds >> k & 1) {
                 fputs(n++ ? "," : "", out);

@@ -1312,7 +1312,10 @@ static void test_request_lines_count_for_their_tunnel_and_in_rows(void **state)
     assert_int_equal(jint(r, "denied"), 1);
     assert_int_equal(json_array_size(json_object_get(r, "credentials")), 0);
     /* the first two segments, then '*': both paths share a row */
-    assert_int_equal(jint(need_row(rows, "registry.test", 443, "GET", "/repos/acme/*"), "denied"), 2);
+    r = need_row(rows, "registry.test", 443, "GET", "/repos/acme/*");
+    assert_int_equal(jint(r, "denied"), 2);
+    assert_true(json_is_true(json_object_get(r, "prefix")));
+    assert_true(json_is_false(json_object_get(need_row(rows, "registry.test", 443, "PUT", "/is-number"), "prefix")));
     assert_int_equal(jint(need_row(rows, "registry.test", 443, "GET", "/a/%2e%2e/*"), "denied"), 1);
     r = need_row(rows, "api.test", 8443, "GET", "/repos/acme/*");
     assert_string_equal(json_string_value(json_array_get(json_object_get(r, "credentials"), 0)), "gh");
@@ -1704,7 +1707,9 @@ static void test_hostile_paths_do_not_break_the_report(void **state)
     memset(cutp + 1, 'a', 1023);
     cutp[1024] = '*';
     cutp[1025] = '\0';
-    assert_non_null(need_row(rows, "registry.test", 443, "GET", cutp));
+    assert_true(json_is_true(json_object_get(need_row(rows, "registry.test", 443, "GET", cutp), "prefix")));
+    /* a path's own '*' is not a prefix */
+    assert_true(json_is_false(json_object_get(need_row(rows, "registry.test", 443, "GET", "/*"), "prefix")));
     json_decref(j);
 
     assert_int_equal(audit("--denied", tpath("h.log"), NULL), 0);
