@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from sluicetest import gitbackend, realclients, tlshello
-from sluicetest.client import Conn, curl
+from sluicetest.client import Conn
 from sluicetest.inspecting import ORIGINS
 from sluicetest.pattern import pattern
 from sluicetest.proc import client_env
@@ -94,9 +94,13 @@ def test_plain_listener_records_requests_and_echo_returns_the_body(inspect_origi
         assert doc["method"] == "PUT" and doc["body"] == "a" * 70000 and doc["tls"] is False
         r = c.request("GET", "/drop", host="registry.inspect.test")
         assert r.status == 200 and r.conn_close and c.at_eof()
+    with Conn(80, host="11.0.1.1") as c:
+        r = c.request("GET", "/hangup", host="registry.inspect.test")
+        assert r.status == 200 and not r.conn_close and c.at_eof()   # closed without saying so
     conns = o.wait_closed(mark)
-    assert len(conns) == 1 and not conns[0].tls and conns[0].first_bytes.startswith(b"PUT /echo/x ")
-    assert [(q.method, q.path) for q in conns[0].requests] == [("PUT", "/echo/x"), ("GET", "/drop")]
+    assert len(conns) == 2 and not conns[0].tls and conns[0].first_bytes.startswith(b"PUT /echo/x ")
+    assert [[(q.method, q.path) for q in c.requests] for c in conns] == \
+        [[("PUT", "/echo/x"), ("GET", "/drop")], [("GET", "/hangup")]]
 
 
 def test_git_clone_and_push_work_against_the_backend_directly(inspect_tls, inspect_origins, git_repo, tmp_path):

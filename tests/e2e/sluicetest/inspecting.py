@@ -14,6 +14,8 @@ Paths, on every origin:
                      the origin's connection index and the request's number on it
   /bytes/N           N bytes of pattern(N) (HEAD: the head only)
   /drop              a 200 with Connection: close, then the origin closes
+  /hangup            a 200 that announces nothing, then the origin closes (as
+                     an origin's keep-alive timeout does between requests)
   /git/...           git http-backend (CGI), GIT_PROJECT_ROOT = the session's
                      git root (sluicetest/gitbackend.py)
   anything else      the npm registry stand-in (sluicetest/registry.py)
@@ -232,7 +234,8 @@ class InspectOrigins:
                 try:
                     stream.do_handshake()
                 except (ssl.SSLError, OSError) as e:
-                    self._update(lambda: setattr(rec, "handshake", f"failed: {e}"))
+                    why = f"failed: {e}"
+                    self._update(lambda: setattr(rec, "handshake", why))
                     return
                 self._update(lambda: (setattr(rec, "handshake", "ok"), setattr(rec, "version", stream.version()),
                                       setattr(rec, "cipher", stream.cipher()[0]),
@@ -262,7 +265,7 @@ class InspectOrigins:
                 for k, v in headers:
                     head += f"{k}: {v}\r\n"
                 head += f"Content-Length: {len(body)}\r\n"
-                if not keep:
+                if not keep and close != "silently":
                     head += "Connection: close\r\n"
                 stream.sendall(head.encode("latin-1") + b"\r\n" + (b"" if req.method == "HEAD" else body))
                 if not keep:
@@ -280,7 +283,8 @@ class InspectOrigins:
                 self._cond.notify_all()
 
     def _handle(self, req, rec):
-        """(status line rest, headers, body, close after)."""
+        """(status line rest, headers, body, close after: False, True, or
+        "silently" for a close the response does not announce)."""
         path = req.path
         if path == "/echo" or path.startswith("/echo/"):
             doc = {"origin": rec.origin, "tls": rec.tls, "conn": rec.index, "n": req.n,
@@ -292,6 +296,8 @@ class InspectOrigins:
             return "200 OK", [("Content-Type", "application/octet-stream")], pattern(int(parts[1])), False
         if path == "/drop":
             return "200 OK", [("Content-Type", "text/plain")], b"dropped\n", True
+        if path == "/hangup":
+            return "200 OK", [("Content-Type", "text/plain")], b"hanging up\n", "silently"
         if path.startswith("/git/"):
             return gitbackend.cgi(self.git_root, req, path[len("/git"):], rec.peer[0])
         return self.npm.handle(req)
