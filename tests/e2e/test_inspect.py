@@ -74,7 +74,9 @@ def test_inspected_connect_gets_a_leaf_of_the_gates_ca_and_tls_12_ecdhe_aead_alp
                   status=200, rule=READS, host=REG)
     s.close_for(d["id"])
 
-    [c] = o.wait_closed(mark)
+    conns = o.wait_closed(mark)
+    assert len(conns) == 1, f"one tunnel, one request: the origin saw {conns}"
+    c = conns[0]
     assert c.origin == REG and c.handshake == "ok", c
     assert c.hello["sni"] == REG, c.hello
     assert c.hello["alpn"] == ["http/1.1"], f"sluice offered ALPN {c.hello['alpn']} upstream"
@@ -170,6 +172,7 @@ def test_requests_pipelined_after_a_refused_one_never_reach_the_origin(sluice_in
     o.wait_closed(mark)
     assert o.requests_since(mark) == [], "a request after the refused one reached the origin"
     d = tunnel_line(s, raw.local_port)
+    wait_requests(s, d["id"], 1)
     assert [l["method"] for l in requests_of(s, d["id"])] == ["DELETE"], show(requests_of(s, d["id"]))
 
 

@@ -20,13 +20,17 @@ API = "api.inspect.test"
 GITH = "git.inspect.test"
 
 
-def _decisions(s):
-    return [l for l in s.log_lines() if l.get("event") == "decision"]
+def _decisions(s, n=0):
+    """The decision lines, after waiting for at least n of them (a line may
+    reach the log a moment after the client got its reply)."""
+    lines = s.wait_count(lambda l: l.get("event") == "decision", n, what="decision lines")
+    return [l for l in lines if l.get("event") == "decision"]
 
 
-def _requests(s, tunnel_id=None):
-    return sorted((l for l in s.log_lines() if l.get("event") == "request"
-                   and (tunnel_id is None or l.get("id") == tunnel_id)), key=lambda l: (l["id"], l["n"]))
+def _requests(s, n=0):
+    """The request lines, after waiting for at least n of them."""
+    lines = s.wait_count(lambda l: l.get("event") == "request", n, what="request lines")
+    return sorted((l for l in lines if l.get("event") == "request"), key=lambda l: (l["id"], l["n"]))
 
 
 def test_curl_through_the_inspecting_gate(sluice_inspecting, inspect_origins, tmp_path):
@@ -50,7 +54,7 @@ def test_curl_through_the_inspecting_gate(sluice_inspecting, inspect_origins, tm
     assert "sluice-decision: deny; reason=rule_not_matched" in (tmp_path / "head").read_text().lower()
     o.wait_closed(mark)
     assert [(q.method, q.target) for q in o.requests_since(mark)] == [("GET", "/echo/curl?x=1"), ("GET", "/bytes/1000")]
-    d1, d2 = _decisions(s)
+    d1, d2 = _decisions(s, 2)
     check_inspected(d1, allow, allow[0], REG)
     lines = wait_requests(s, d1["id"], 2)
     check_request(lines[0], allow, n=1, method="GET", path="/echo/curl", decision="allow", reason="rule",
@@ -76,7 +80,7 @@ def test_python_urllib_through_the_inspecting_gate(sluice_inspecting, inspect_or
     assert shows_line(body.decode(), f"POST {API}/echo/urllib"), body
     o.wait_closed(mark)
     assert [q.method for q in o.requests_since(mark)] == ["GET"]
-    d1, d2 = _decisions(s)
+    d1, d2 = _decisions(s, 2)
     check_inspected(d1, allow, allow[0], API)
     check_request(wait_requests(s, d1["id"], 1)[0], allow, n=1, method="GET", path="/echo/urllib",
                   decision="allow", reason="rule", status=200, rule=allow[0], host=API)
@@ -105,7 +109,7 @@ def test_node_https_with_a_connect_agent_through_the_inspecting_gate(sluice_insp
     assert out["tunnels"] == 2, out
     o.wait_closed(mark)
     assert [q.target for q in o.requests_since(mark)] == ["/echo/node", "/bytes/2000", "/echo/again"]
-    d1, d2 = _decisions(s)
+    d1, d2 = _decisions(s, 2)
     lines = wait_requests(s, d1["id"], 3)
     assert [(l["n"], l["method"], l["decision"], l["status"]) for l in lines] == \
         [(1, "GET", "allow", 200), (2, "GET", "allow", 200), (3, "DELETE", "deny", 403)], show(lines)
@@ -127,7 +131,7 @@ def test_git_clone_is_allowed_and_git_push_is_refused_by_the_rules(sluice_inspec
     assert r.returncode == 0, r.stderr
     for f, content in git_repo["files"].items():
         assert (work / f).read_text() == content
-    lines = _requests(s)
+    lines = _requests(s, len(o.requests_since(mark)))
     assert lines and all(l["decision"] == "allow" for l in lines), show(lines)
     for l in lines:
         want = allow[1] if l["method"] == "POST" else allow[0]
@@ -170,7 +174,7 @@ def test_npm_ci_succeeds_and_npm_publish_is_refused_by_get_head_rules(sluice_ins
     got = [(q.method, q.path) for q in o.requests_since(mark)]
     for name, version, _ in npm_packages["packages"]:
         assert ("GET", f"/{name}/-/{name}-{version}.tgz") in got, got
-    lines = _requests(s)
+    lines = _requests(s, len(o.requests_since(mark)))
     assert lines and all(l["decision"] == "allow" and rule_is(l, allow, allow[0]) for l in lines), show(lines)
 
     pub = tmp_path / "pub"
