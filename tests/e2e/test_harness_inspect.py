@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from sluicetest import gitbackend, realclients, tlshello
+from sluicetest import gitbackend, realclients, tlshello, tlsmaterial
 from sluicetest.client import Conn
 from sluicetest.inspecting import ORIGINS
 from sluicetest.pattern import pattern
@@ -227,7 +227,7 @@ def test_relay_refuses_names_outside_the_test_records(relay):
     assert relay.targets == ["example.com:443"]
 
 
-def test_sluice_inspecting_writes_the_ca_tls_and_credentials_as_spec_says(sluice_inspecting, tmp_path):
+def test_sluice_inspecting_writes_the_tls_and_credentials_config_as_spec_says(sluice_inspecting, inspect_tls):
     s = sluice_inspecting(allow=["GET,HEAD registry.inspect.test/*"], start=False,
                           credentials=[("npm", "registry.inspect.test", "Authorization", "Bearer {secret}",
                                         "s3cr3t-harness")])
@@ -240,15 +240,23 @@ def test_sluice_inspecting_writes_the_ca_tls_and_credentials_as_spec_says(sluice
     st = sec.stat()
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.getuid()
     assert sec.read_text() == "s3cr3t-harness\n"
-    key_mode = stat.S_IMODE((s.workdir / "ca" / "ca.key").stat().st_mode)
-    assert key_mode & 0o077 == 0, oct(key_mode)
-    ca = x509.load_pem_x509_certificate(s.ca.read_bytes())
+    assert s.ca == s.workdir / "ca" / "ca.pem" and s.ca.is_file() and (s.workdir / "ca" / "ca.key").is_file()
+    assert (s.workdir / "upstream.pem").read_bytes() == inspect_tls["upstream_ca"].read_bytes()
+
+
+def test_the_openssl_made_gate_ca_is_what_spec_describes_and_clients_trust_its_leaves(tmp_path):
+    """The CA the fixture makes while sluice has no `ca init` (test_inspect.py
+    checks `sluice ca init`'s own)."""
+    tlsmaterial.openssl_ca(tmp_path / "ca")
+    key_mode = stat.S_IMODE((tmp_path / "ca" / "ca.key").stat().st_mode)
+    assert key_mode == 0o600, oct(key_mode)
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca" / "ca.pem").read_bytes())
     bc = ca.extensions.get_extension_for_class(x509.BasicConstraints)
     assert bc.critical and bc.value.ca and bc.value.path_length == 0
     assert isinstance(ca.public_key(), ec.EllipticCurvePublicKey) and ca.public_key().curve.name == "secp256r1"
     # A leaf signed with that CA's key is trusted by a client that trusts the CA.
-    ca_key = serialization.load_pem_private_key((s.workdir / "ca" / "ca.key").read_bytes(), password=None)
-    _serve_leaf_and_connect(ca, ca_key, s.ca, tmp_path)
+    ca_key = serialization.load_pem_private_key((tmp_path / "ca" / "ca.key").read_bytes(), password=None)
+    _serve_leaf_and_connect(ca, ca_key, tmp_path / "ca" / "ca.pem", tmp_path)
 
 
 def _serve_leaf_and_connect(ca, ca_key, ca_path, tmp_path):

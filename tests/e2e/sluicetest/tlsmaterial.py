@@ -140,6 +140,13 @@ def sluice_ca(binary, ca_dir):
         return "sluice ca init"
     if not (r.returncode == 2 and "unknown command 'ca'" in r.stderr):
         raise AssertionError(f"`sluice ca init {ca_dir}` failed (exit {r.returncode}): {r.stderr}")
+    openssl_ca(ca_dir)
+    return "openssl"
+
+
+def openssl_ca(ca_dir):
+    """ca_dir/ca.pem and ca_dir/ca.key made with openssl as SPEC describes
+    `sluice ca init`'s: ECDSA P-256, CA:TRUE pathlen:0, the key 0600."""
     ca_dir.mkdir(parents=True, exist_ok=True)
     key, crt = ca_dir / "ca.key", ca_dir / "ca.pem"
     # the key is 0600 from the start, not chmod-ed after it was written
@@ -152,4 +159,3 @@ def sluice_ca(binary, ca_dir):
         "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
         "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     os.chmod(crt, 0o644)
-    return "openssl"
