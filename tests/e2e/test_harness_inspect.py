@@ -14,6 +14,7 @@ import socket
 import ssl
 import stat
 import subprocess
+import threading
 
 import pytest
 from cryptography import x509
@@ -277,7 +278,6 @@ def _serve_leaf_and_connect(ca, ca_key, ca_path, tmp_path):
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(1)
-    import threading
 
     def serve():
         c, _ = ls.accept()
