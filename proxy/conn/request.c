@@ -116,6 +116,7 @@ bool request_rules(conn *c)
         conn_close(c, "out_of_memory");
         return false;
     }
+    c->x.rule = NULL;   /* a refusal here names no rule: none allowed it */
     const char *why = sl_path_ambiguous(path, len);
     if (why) {
         conn_refuse(c, 400, "bad_request",
