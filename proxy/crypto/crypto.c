@@ -508,6 +508,7 @@ struct sl_tls_server {
     pthread_mutex_t lock;
     leaf **buckets;
     size_t nbuckets, ncached;
+    uint64_t made;
     leaf *lru_head, *lru_tail;
 };
 
@@ -801,6 +802,14 @@ size_t sl_tls_server_cached(sl_tls_server *srv)
     return n;
 }
 
+uint64_t sl_tls_server_made(sl_tls_server *srv)
+{
+    pthread_mutex_lock(&srv->lock);
+    uint64_t n = srv->made;
+    pthread_mutex_unlock(&srv->lock);
+    return n;
+}
+
 static bool server_permits(const sl_tls_server *srv, const tls_host *h, char *err, size_t cap)
 {
     for (size_t i = 0; i < srv->nnc; i++) {
@@ -822,22 +831,33 @@ bool sl_tls_server_permits(const sl_tls_server *srv, const char *host, char *err
 /* DER helpers for the extensions mbedtls 2.28 has no writer for. Each
  * writes backwards from *p (mbedtls' convention); returns the length or a
  * negative error. */
-static int der_wrap(unsigned char **p, unsigned char *start, size_t len, unsigned char tag)
+/* The tag and length before len bytes already written: the header's size. */
+static int der_hdr(unsigned char **p, unsigned char *start, size_t len, unsigned char tag)
 {
     int ret;
-    size_t n = len;
+    size_t n = 0;
     MBEDTLS_ASN1_CHK_ADD(n, mbedtls_asn1_write_len(p, start, len));
     MBEDTLS_ASN1_CHK_ADD(n, mbedtls_asn1_write_tag(p, start, tag));
     return (int)n;
 }
 
+/* A primitive value with its header: the whole size. */
 static int der_raw(unsigned char **p, unsigned char *start, unsigned char tag, const void *v, size_t vlen)
 {
     int ret;
     size_t n = 0;
     MBEDTLS_ASN1_CHK_ADD(n, mbedtls_asn1_write_raw_buffer(p, start, v, vlen));
-    MBEDTLS_ASN1_CHK_ADD(n, der_wrap(p, start, n, tag));
+    MBEDTLS_ASN1_CHK_ADD(n, der_hdr(p, start, n, tag));
     return (int)n;
+}
+
+/* A SEQUENCE header around the n bytes before *p: the whole size. */
+static int der_seq(unsigned char **p, unsigned char *start, int n)
+{
+    if (n < 0)
+        return n;
+    int h = der_hdr(p, start, (size_t)n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE);
+    return h < 0 ? h : n + h;
 }
 
 static int add_ext(mbedtls_x509write_cert *w, const char *oid, size_t oid_len, int critical,
@@ -955,14 +975,11 @@ static leaf *leaf_make(sl_tls_server *srv, const tls_host *h, time_t now, char *
     if (r == 0)
         r = mbedtls_x509write_crt_set_key_usage(&w, MBEDTLS_X509_KU_DIGITAL_SIGNATURE);
     if (r == 0) {   /* extendedKeyUsage: serverAuth */
-        int n;
         p = ext + ecap;
-        if ((n = mbedtls_asn1_write_oid(&p, ext, MBEDTLS_OID_SERVER_AUTH, MBEDTLS_OID_SIZE(MBEDTLS_OID_SERVER_AUTH))) < 0 ||
-            (n = der_wrap(&p, ext, (size_t)n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE)) < 0)
-            r = n;
-        else
-            r = add_ext(&w, MBEDTLS_OID_EXTENDED_KEY_USAGE, MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE), 0, ext,
-                        ecap, p);
+        int n = der_seq(&p, ext, mbedtls_asn1_write_oid(&p, ext, MBEDTLS_OID_SERVER_AUTH,
+                                                         MBEDTLS_OID_SIZE(MBEDTLS_OID_SERVER_AUTH)));
+        r = n < 0 ? n : add_ext(&w, MBEDTLS_OID_EXTENDED_KEY_USAGE, MBEDTLS_OID_SIZE(MBEDTLS_OID_EXTENDED_KEY_USAGE),
+                                0, ext, ecap, p);
     }
     if (r == 0) {   /* subjectAltName: dNSName or iPAddress */
         int n;
@@ -971,17 +988,14 @@ static leaf *leaf_make(sl_tls_server *srv, const tls_host *h, time_t now, char *
             n = der_raw(&p, ext, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7, h->addr.b, h->addr.family == AF_INET ? 4 : 16);
         else
             n = der_raw(&p, ext, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 2, h->name, hl);
-        if (n >= 0)
-            n = der_wrap(&p, ext, (size_t)n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE);
+        n = der_seq(&p, ext, n);
         r = n < 0 ? n : add_ext(&w, MBEDTLS_OID_SUBJECT_ALT_NAME, MBEDTLS_OID_SIZE(MBEDTLS_OID_SUBJECT_ALT_NAME),
                                 !cn, ext, ecap, p);
     }
     if (r == 0 && srv->ca_ski_len) {   /* authorityKeyIdentifier: the CA's own SKI, as it wrote it */
         int n;
         p = ext + ecap;
-        n = der_raw(&p, ext, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 0, srv->ca_ski, srv->ca_ski_len);
-        if (n >= 0)
-            n = der_wrap(&p, ext, (size_t)n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE);
+        n = der_seq(&p, ext, der_raw(&p, ext, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 0, srv->ca_ski, srv->ca_ski_len));
         r = n < 0 ? n : add_ext(&w, MBEDTLS_OID_AUTHORITY_KEY_IDENTIFIER,
                                 MBEDTLS_OID_SIZE(MBEDTLS_OID_AUTHORITY_KEY_IDENTIFIER), 0, ext, ecap, p);
     }
@@ -1096,6 +1110,7 @@ static leaf *leaf_get(sl_tls_server *srv, const tls_host *h, char *err, size_t c
         return NULL;
     dead[0] = NULL;
     pthread_mutex_lock(&srv->lock);
+    srv->made++;
     lf = cache_find(srv, h->name);
     if (lf && now < lf->renew_at) {   /* another worker was quicker */
         lf->refs++;
@@ -1626,26 +1641,26 @@ static int write_name_constraints(unsigned char **p, unsigned char *start, const
     {
         size_t one = 0;
         MBEDTLS_ASN1_CHK_ADD(one, der_raw(p, start, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7, any6, sizeof any6));
-        MBEDTLS_ASN1_CHK_ADD(one, der_wrap(p, start, one, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
+        MBEDTLS_ASN1_CHK_ADD(one, der_hdr(p, start, one, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
         sub += one;
         one = 0;
         MBEDTLS_ASN1_CHK_ADD(one, der_raw(p, start, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7, any4, sizeof any4));
-        MBEDTLS_ASN1_CHK_ADD(one, der_wrap(p, start, one, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
+        MBEDTLS_ASN1_CHK_ADD(one, der_hdr(p, start, one, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
         sub += one;
     }
-    MBEDTLS_ASN1_CHK_ADD(sub, der_wrap(p, start, sub, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_ASN1_CONSTRUCTED | 1));
+    MBEDTLS_ASN1_CHK_ADD(sub, der_hdr(p, start, sub, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_ASN1_CONSTRUCTED | 1));
     n += sub;
     /* permittedSubtrees [0], in the order given */
     sub = 0;
     for (size_t i = npermit; i-- > 0;) {
         size_t one = 0;
         MBEDTLS_ASN1_CHK_ADD(one, der_raw(p, start, MBEDTLS_ASN1_CONTEXT_SPECIFIC | 2, permit[i], strlen(permit[i])));
-        MBEDTLS_ASN1_CHK_ADD(one, der_wrap(p, start, one, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
+        MBEDTLS_ASN1_CHK_ADD(one, der_hdr(p, start, one, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
         sub += one;
     }
-    MBEDTLS_ASN1_CHK_ADD(sub, der_wrap(p, start, sub, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_ASN1_CONSTRUCTED | 0));
+    MBEDTLS_ASN1_CHK_ADD(sub, der_hdr(p, start, sub, MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_ASN1_CONSTRUCTED | 0));
     n += sub;
-    MBEDTLS_ASN1_CHK_ADD(n, der_wrap(p, start, n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
+    MBEDTLS_ASN1_CHK_ADD(n, der_hdr(p, start, n, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE));
     return (int)n;
 }
 

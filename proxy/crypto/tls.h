@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* The inspection CA, the one key pair every leaf uses, and the cache of
@@ -39,6 +40,7 @@ sl_tls_server *sl_tls_server_new(const char *ca_cert, const char *ca_key, int le
                                  size_t cache_max, char *err, size_t errcap);
 void sl_tls_server_free(sl_tls_server *srv);
 size_t sl_tls_server_cached(sl_tls_server *srv);   /* leaves in the cache now */
+uint64_t sl_tls_server_made(sl_tls_server *srv);   /* leaves made so far (cache misses) */
 /* Whether the CA's name constraints let sluice make a leaf for host (for
  * `sluice check`: a rule for a host the CA cannot sign for fails every
  * tunnel). false with err saying why. */
