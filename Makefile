@@ -32,7 +32,7 @@ SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-re
 # package would conflict with): Debian's are installed only when missing.
 DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
             libidn2-dev libunistring-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev zlib1g-dev libexpat1-dev libcmocka-dev \
-            python3 python3-pytest python3-prometheus-client python3-cryptography git dnsmasq-base iproute2 util-linux curl openssl \
+            python3 python3-pytest python3-prometheus-client python3-cryptography git ca-certificates dnsmasq-base iproute2 util-linux curl openssl \
             podman runc clang libclang-rt-14-dev
 
 LIB_SRC  := $(sort $(foreach d,$(ALLOWLIST_DIRS) $(filter-out proxy,$(PROXY_DIRS)),$(wildcard $(d)/*.c)))
