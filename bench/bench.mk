@@ -21,10 +21,13 @@ BENCH_DEB_PKGS := squid tinyproxy
 
 build/bench/%: bench/%.c bench/addr.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -o $@ $<
+	$(CC) $(BENCH_CFLAGS) -o $@ $< $(BENCH_LDLIBS)
 
 # the relay floor runs one thread per core
 build/bench/floor: BENCH_CFLAGS += -pthread
+# the load generator and the origin speak TLS for the inspection modes
+build/bench/loadgen build/bench/origin: bench/benchtls.h
+build/bench/loadgen build/bench/origin: BENCH_LDLIBS += -lmbedtls -lmbedx509 -lmbedcrypto
 
 bench-bin: $(BENCH_BIN)
 
