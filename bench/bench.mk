@@ -27,7 +27,7 @@ build/bench/%: bench/%.c bench/addr.h
 build/bench/floor: BENCH_CFLAGS += -pthread
 # the load generator and the origin speak TLS for the inspection modes
 build/bench/loadgen build/bench/origin: bench/benchtls.h
-build/bench/loadgen build/bench/origin: BENCH_LDLIBS += -lmbedtls -lmbedx509 -lmbedcrypto
+build/bench/loadgen build/bench/origin: BENCH_LDLIBS += -lssl -lcrypto
 
 bench-bin: $(BENCH_BIN)
 

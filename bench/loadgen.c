@@ -26,8 +26,8 @@
  *
  * --tls     TLS to the origin, through the tunnel (or directly without
  *           --proxy), verified against --ca with the name --sni (default: the
- *           host of --target); TLS 1.2 as bench/benchtls.h sets it, a full
- *           handshake every time. Through a proxy this is what an inspecting
+ *           host of --target); OpenSSL, TLS 1.2 as bench/benchtls.h sets
+ *           it, a full handshake every time. Through a proxy this is what an inspecting
  *           proxy answers: its CA is --ca. Per mode: tunnel = connect,
  *           CONNECT, handshake, one GET, close_notify, close; http = C
  *           kept-alive tunnels (CONNECT and handshake once), origin-form GETs
@@ -105,8 +105,7 @@ struct conn {
     bool retried;          /* http: the op was resent once after a stale keep-alive */
     bool resp_close;       /* the response asks to close afterwards */
     bool body_to_eof;      /* no Content-Length: the body runs to EOF */
-    bool tls_on;           /* --tls: reads and writes go through ssl */
-    mbedtls_ssl_context *ssl;   /* --tls: made on first use, reset for each connection */
+    SSL *ssl;              /* --tls: the session, once the socket reaches the origin */
     uint64_t op_start;     /* ns; scheduled start in --rate mode */
     uint64_t deadline;     /* ns */
     uint64_t body_left;
@@ -133,8 +132,7 @@ static pid_t cpu_pids[MAX_PIDS];
 static int n_cpu_pids;
 static bool use_tls;
 static const char *tls_ca, *tls_sni;
-static mbedtls_ssl_config tls_conf;
-static mbedtls_x509_crt tls_ca_crt;
+static SSL_CTX *tls_ctx;
 
 /* ---- prebuilt requests ---- */
 static char *req_connect, *req_work;
@@ -294,10 +292,8 @@ static void note_error(struct conn *c, enum err e, const char *fmt, ...)
 /* ---- connections ---- */
 static void conn_reset(struct conn *c)
 {
-    if (c->tls_on) {
-        mbedtls_ssl_session_reset(c->ssl);
-        c->tls_on = false;
-    }
+    SSL_free(c->ssl);
+    c->ssl = NULL;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -335,61 +331,26 @@ static bool conn_open(struct conn *c)
 
 /* read(2) and write(2) on the connection, through TLS once it has started:
  * -1 with errno EAGAIN while TLS waits for the socket; EPROTO on a TLS
- * error, whose message is in last_error. */
+ * error, whose message is then in last_error. */
 static ssize_t c_read(struct conn *c, void *p, size_t n)
 {
-    if (!c->tls_on)
-        return read(c->fd, p, n);
-    int r = mbedtls_ssl_read(c->ssl, p, n);
-    if (r >= 0)
-        return r;
-    if (r == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || r == MBEDTLS_ERR_SSL_CONN_EOF)
-        return 0;
-    if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    bench_tls_strerror(r, last_error, sizeof last_error);
-    errno = EPROTO;
-    return -1;
+    return c->ssl ? bench_tls_read(c->ssl, p, n, last_error, sizeof last_error) : read(c->fd, p, n);
 }
 
-/* mbedtls wants a write that returned WANT_WRITE repeated with the same
- * arguments: c->out + c->out_off only moves on success. */
+/* TLS: c->out + c->out_off only moves on success, so a write that waited
+ * is repeated with the same arguments, as OpenSSL wants. */
 static ssize_t c_write(struct conn *c, const void *p, size_t n)
 {
-    if (!c->tls_on)
-        return write(c->fd, p, n);
-    int r = mbedtls_ssl_write(c->ssl, p, n);
-    if (r >= 0)
-        return r;
-    if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) {
-        errno = EAGAIN;
-        return -1;
-    }
-    bench_tls_strerror(r, last_error, sizeof last_error);
-    errno = EPROTO;
-    return -1;
+    return c->ssl ? bench_tls_write(c->ssl, p, n, last_error, sizeof last_error) : write(c->fd, p, n);
 }
 
 /* The socket is through to the origin (directly, or by CONNECT): the TLS
  * session starts on it. false if it could not be set up. */
 static bool tls_begin(struct conn *c)
 {
-    if (!c->ssl) {
-        c->ssl = malloc(sizeof *c->ssl);
-        if (!c->ssl)
-            return false;
-        mbedtls_ssl_init(c->ssl);
-        if (mbedtls_ssl_setup(c->ssl, &tls_conf) != 0 || mbedtls_ssl_set_hostname(c->ssl, tls_sni) != 0) {
-            mbedtls_ssl_free(c->ssl);
-            free(c->ssl);
-            c->ssl = NULL;
-            return false;
-        }
-    }
-    mbedtls_ssl_set_bio(c->ssl, &c->fd, bench_tls_send, bench_tls_recv, NULL);
-    c->tls_on = true;
+    c->ssl = bench_tls_new(tls_ctx, c->fd, tls_sni);
+    if (!c->ssl)
+        return false;
     c->state = S_TLS_HS;
     return true;
 }
@@ -481,8 +442,8 @@ static void op_done(struct conn *c)
         return;
     }
     /* a client that is done says so (one record), as curl does */
-    if (c->tls_on && (mode == M_TUNNEL || c->resp_close))
-        mbedtls_ssl_close_notify(c->ssl);
+    if (c->ssl && (mode == M_TUNNEL || c->resp_close))
+        SSL_shutdown(c->ssl);
     if (in_window(c->op_start, t)) {
         ops++;
         record_latency(t - c->op_start);
@@ -529,17 +490,12 @@ static void drive(struct conn *c, uint32_t events)
     for (;;) {
         switch (c->state) {
         case S_TLS_HS: {
-            int r = mbedtls_ssl_handshake(c->ssl);
-            if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE)
+            char why[256];
+            int r = bench_tls_handshake(c->ssl, why, sizeof why);
+            if (r == 0)
                 return;
-            if (r != 0) {
-                char why[200];
-                bench_tls_strerror(r, why, sizeof why);
-                uint32_t flags = mbedtls_ssl_get_verify_result(c->ssl);
-                char vinfo[200] = "";
-                if (r == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED && flags != (uint32_t)-1 && flags)
-                    mbedtls_x509_crt_verify_info(vinfo, sizeof vinfo, "; ", flags);
-                note_error(c, E_TLS, "handshake%s: %s%s", via_proxy ? " through the proxy" : "", why, vinfo);
+            if (r < 0) {
+                note_error(c, E_TLS, "%s%s", why, via_proxy ? " (through the proxy)" : "");
                 op_failed(c);
                 return;
             }
@@ -1032,22 +988,12 @@ int main(int argc, char **argv)
             host[hl] = 0;
             tls_sni = host;
         }
-        mbedtls_x509_crt_init(&tls_ca_crt);
-        char why[200];
-        int r = mbedtls_x509_crt_parse_file(&tls_ca_crt, tls_ca);
-        if (r != 0) {
-            bench_tls_strerror(r, why, sizeof why);
-            fprintf(stderr, "loadgen: %s: %s\n", tls_ca, why);
+        char why[300];
+        tls_ctx = bench_tls_ctx(false, NULL, NULL, tls_ca, why, sizeof why);
+        if (!tls_ctx) {
+            fprintf(stderr, "loadgen: %s\n", why);
             return 2;
         }
-        r = bench_tls_conf(&tls_conf, MBEDTLS_SSL_IS_CLIENT);
-        if (r != 0) {
-            bench_tls_strerror(r, why, sizeof why);
-            fprintf(stderr, "loadgen: TLS setup: %s\n", why);
-            return 1;
-        }
-        mbedtls_ssl_conf_authmode(&tls_conf, MBEDTLS_SSL_VERIFY_REQUIRED);
-        mbedtls_ssl_conf_ca_chain(&tls_conf, &tls_ca_crt, NULL);
     }
     via_proxy = proxy != NULL;
     if (parse_addr(proxy ? proxy : connect_to ? connect_to : target, &dst) < 0)

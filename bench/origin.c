@@ -16,8 +16,8 @@
  * request with 200 and the body "DECOY REACHED": the harness checks that no
  * proxy lets a client reach it.
  *
- * --tls-listen serves the same paths over TLS (bench/benchtls.h: TLS 1.2,
- * full handshakes only) with the certificate --cert and its key --key.
+ * --tls-listen serves the same paths over TLS (bench/benchtls.h: OpenSSL,
+ * TLS 1.2, full handshakes only) with the certificate --cert and its key --key.
  * --rogue is a TLS listener whose certificate (--rogue-cert) no proxy under
  * test trusts: it serves like the TLS one but counts its requests
  * (rogue_requests), and the harness checks that an inspecting proxy sends it
@@ -61,7 +61,7 @@ struct conn {
     bool decoy;
     bool rogue;
     bool hs_done;               /* TLS: the handshake is complete */
-    mbedtls_ssl_context *ssl;   /* NULL on a plain connection */
+    SSL *ssl;                   /* NULL on a plain connection */
     bool rd_eof;
     bool close_after;
     size_t in_len;
@@ -75,7 +75,7 @@ struct conn {
 struct listener {
     int fd;
     enum listen_kind kind;
-    mbedtls_ssl_config *tls;
+    SSL_CTX *tls;
 };
 
 static char bulk_buf[BULK_BUF];
@@ -153,10 +153,7 @@ static bool has_token(const char *v, size_t vlen, const char *tok)
 static void conn_close(int ep, struct conn *c)
 {
     (void)ep;
-    if (c->ssl) {
-        mbedtls_ssl_free(c->ssl);
-        free(c->ssl);
-    }
+    SSL_free(c->ssl);
     close(c->fd);
     free(c);
 }
@@ -165,29 +162,16 @@ static void conn_close(int ep, struct conn *c)
  * -1 with errno EAGAIN while TLS wants the socket, EPROTO on a TLS error. */
 static ssize_t conn_read(struct conn *c, void *p, size_t n)
 {
-    if (!c->ssl)
-        return read(c->fd, p, n);
-    int r = mbedtls_ssl_read(c->ssl, p, n);
-    if (r >= 0)
-        return r;
-    if (r == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || r == MBEDTLS_ERR_SSL_CONN_EOF)
-        return 0;
-    errno = r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE ? EAGAIN : EPROTO;
-    return -1;
+    char err[256];
+    return c->ssl ? bench_tls_read(c->ssl, p, n, err, sizeof err) : read(c->fd, p, n);
 }
 
-/* mbedtls wants a write that returned WANT_WRITE repeated with the same
- * arguments: the callers compute them from state that only a successful
- * write changes. */
+/* TLS: the callers compute p and n from state that only a successful
+ * write changes, so a write that waited is repeated as OpenSSL wants. */
 static ssize_t conn_write(struct conn *c, const void *p, size_t n)
 {
-    if (!c->ssl)
-        return write(c->fd, p, n);
-    int r = mbedtls_ssl_write(c->ssl, p, n);
-    if (r >= 0)
-        return r;
-    errno = r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE ? EAGAIN : EPROTO;
-    return -1;
+    char err[256];
+    return c->ssl ? bench_tls_write(c->ssl, p, n, err, sizeof err) : write(c->fd, p, n);
 }
 
 /* If a complete request head is buffered, consume it and set up the
@@ -287,10 +271,11 @@ static int take_request(struct conn *c)
 static void drive(int ep, struct conn *c)
 {
     if (c->ssl && !c->hs_done) {
-        int r = mbedtls_ssl_handshake(c->ssl);
-        if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE)
+        char err[256];
+        int r = bench_tls_handshake(c->ssl, err, sizeof err);
+        if (r == 0)
             return;
-        if (r != 0) {
+        if (r < 0) {
             conn_close(ep, c);
             return;
         }
@@ -344,7 +329,7 @@ static void drive(int ep, struct conn *c)
         if (!out_pending) {
             if (c->close_after) {
                 if (c->ssl)
-                    mbedtls_ssl_close_notify(c->ssl);
+                    SSL_shutdown(c->ssl);
                 conn_close(ep, c);
                 return;
             }
@@ -411,22 +396,10 @@ static void do_accept(int ep, struct listener *l)
         c->fd = fd;
         c->decoy = l->kind == L_DECOY;
         c->rogue = l->kind == L_ROGUE;
-        if (l->tls) {
-            c->ssl = malloc(sizeof *c->ssl);
-            if (!c->ssl) {
-                close(fd);
-                free(c);
-                continue;
-            }
-            mbedtls_ssl_init(c->ssl);
-            if (mbedtls_ssl_setup(c->ssl, l->tls) != 0) {
-                mbedtls_ssl_free(c->ssl);
-                free(c->ssl);
-                close(fd);
-                free(c);
-                continue;
-            }
-            mbedtls_ssl_set_bio(c->ssl, &c->fd, bench_tls_send, bench_tls_recv, NULL);
+        if (l->tls && !(c->ssl = bench_tls_new(l->tls, fd, NULL))) {
+            close(fd);
+            free(c);
+            continue;
         }
         struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c };
         if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -446,41 +419,16 @@ static void usage(void)
     exit(2);
 }
 
-/* A server configuration presenting cert (the leaf first, then its chain)
- * with key; exits on error, naming the file. */
-static mbedtls_ssl_config *tls_server_conf(const char *cert, const char *key)
+/* The server context for cert and key; exits on error, naming the file. */
+static SSL_CTX *tls_server_ctx(const char *cert, const char *key)
 {
-    mbedtls_ssl_config *conf = calloc(1, sizeof *conf);
-    mbedtls_x509_crt *crt = calloc(1, sizeof *crt);
-    mbedtls_pk_context *pk = calloc(1, sizeof *pk);
-    char err[200];
-    if (!conf || !crt || !pk) {
-        fprintf(stderr, "origin: out of memory\n");
+    char err[300];
+    SSL_CTX *ctx = bench_tls_ctx(true, cert, key, NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, "origin: %s\n", err);
         exit(1);
     }
-    mbedtls_x509_crt_init(crt);
-    mbedtls_pk_init(pk);
-    int r = mbedtls_x509_crt_parse_file(crt, cert);
-    if (r != 0) {
-        bench_tls_strerror(r, err, sizeof err);
-        fprintf(stderr, "origin: %s: %s\n", cert, err);
-        exit(1);
-    }
-    r = mbedtls_pk_parse_keyfile(pk, key, NULL);
-    if (r != 0) {
-        bench_tls_strerror(r, err, sizeof err);
-        fprintf(stderr, "origin: %s: %s\n", key, err);
-        exit(1);
-    }
-    r = bench_tls_conf(conf, MBEDTLS_SSL_IS_SERVER);
-    if (r == 0)
-        r = mbedtls_ssl_conf_own_cert(conf, crt, pk);
-    if (r != 0) {
-        bench_tls_strerror(r, err, sizeof err);
-        fprintf(stderr, "origin: TLS setup for %s: %s\n", cert, err);
-        exit(1);
-    }
-    return conf;
+    return ctx;
 }
 
 int main(int argc, char **argv)
@@ -540,9 +488,9 @@ int main(int argc, char **argv)
     if (decoy)
         ls[nl++] = (struct listener){ make_listener(decoy), L_DECOY, NULL };
     if (tls_addr)
-        ls[nl++] = (struct listener){ make_listener(tls_addr), L_TLS, tls_server_conf(tls_cert, tls_key) };
+        ls[nl++] = (struct listener){ make_listener(tls_addr), L_TLS, tls_server_ctx(tls_cert, tls_key) };
     if (rogue_addr)
-        ls[nl++] = (struct listener){ make_listener(rogue_addr), L_ROGUE, tls_server_conf(rogue_cert, rogue_key) };
+        ls[nl++] = (struct listener){ make_listener(rogue_addr), L_ROGUE, tls_server_ctx(rogue_cert, rogue_key) };
     for (int i = 0; i < nl; i++) {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ls[i] };
         if (epoll_ctl(ep, EPOLL_CTL_ADD, ls[i].fd, &ev) < 0)
