@@ -86,6 +86,8 @@ static SSL_CTX *bench_tls_ctx(bool server, const char *cert, const char *key, co
             goto fail;
         }
         SSL_CTX_set_alpn_select_cb(ctx, bench_tls_alpn_select, NULL);
+        /* the origin picks the cipher, whatever order a proxy offers */
+        SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
     } else {
         if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
             bench_tls_queue_error(ca, err, cap);
