@@ -25,14 +25,15 @@
  *           input closes or says "stop", or --hold seconds pass.
  *
  * --tls     TLS to the origin, through the tunnel (or directly without
- *           --proxy), verified against --ca with the name --sni (default: the
- *           host of --target); OpenSSL, TLS 1.2 as bench/benchtls.h sets
- *           it, a full handshake every time. Through a proxy this is what an inspecting
- *           proxy answers: its CA is --ca. Per mode: tunnel = connect,
- *           CONNECT, handshake, one GET, close_notify, close; http = C
- *           kept-alive tunnels (CONNECT and handshake once), origin-form GETs
- *           inside; bulk = one GET inside one tunnel (MB/s from the request
- *           on); idle = tunnels held once their handshake is done.
+ *           --proxy), verified against --ca with the name --sni (default:
+ *           the host of --target); OpenSSL, TLS 1.2 as bench/benchtls.h
+ *           sets it, a full handshake every time. Through an inspecting
+ *           proxy it is the proxy that answers: --ca is then its CA. Per
+ *           mode: tunnel = connect, CONNECT, handshake, one GET,
+ *           close_notify, close; http = C kept-alive tunnels (CONNECT and
+ *           the handshake once), origin-form GETs inside; bulk = one GET in
+ *           one tunnel (MB/s from the request on); idle = tunnels held once
+ *           their handshake is done.
  * --rate R  (tunnel, http) fixed offered load: operations are started at R per
  *           second whether or not earlier ones finished (at most C at once;
  *           the rest wait in a queue), and latency runs from each operation's
