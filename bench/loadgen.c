@@ -33,7 +33,10 @@
  *           close_notify, close; http = C kept-alive tunnels (CONNECT and
  *           the handshake once), origin-form GETs inside; bulk = one GET in
  *           one tunnel (MB/s from the request on); idle = tunnels held once
- *           their handshake is done.
+ *           their handshake is done and one GET answered: a proxy that
+ *           bumps the client's side first (squid) connects to the origin
+ *           only for the first request, and a kept-alive tunnel between two
+ *           requests holds both sides.
  * --rate R  (tunnel, http) fixed offered load: operations are started at R per
  *           second whether or not earlier ones finished (at most C at once;
  *           the rest wait in a queue), and latency runs from each operation's
@@ -442,6 +445,15 @@ static void op_done(struct conn *c)
         conn_reset(c);
         return;
     }
+    if (mode == M_IDLE) {
+        /* --tls: the tunnel's one request is answered; hold it */
+        c->in_op = false;
+        c->state = S_HOLD;
+        c->in_len = 0;
+        idle_open++;
+        idle_pending--;
+        return;
+    }
     /* a client that is done says so (one record), as curl does */
     if (c->ssl && (mode == M_TUNNEL || c->resp_close))
         SSL_shutdown(c->ssl);
@@ -498,13 +510,6 @@ static void drive(struct conn *c, uint32_t events)
             if (r < 0) {
                 note_error(c, E_TLS, "%s%s", why, via_proxy ? " (through the proxy)" : "");
                 op_failed(c);
-                return;
-            }
-            if (mode == M_IDLE) {
-                c->state = S_HOLD;
-                idle_open++;
-                idle_pending--;
-                c->in_op = false;
                 return;
             }
             start_work_request(c);

@@ -1413,7 +1413,8 @@ def render_footer(results, prof, inspection=False):
                      "issues tickets). Inspected tunnels: connect, CONNECT, the handshake, a 64-byte GET, "
                      "close_notify, close. Requests: origin-form GETs in kept-alive inspected tunnels (CONNECT and "
                      "the handshake once per connection). Bulk: one GET in one inspected tunnel, MB/s from the "
-                     "request on. Direct: TLS straight to the origin; its CPU rows are the origin's, one TLS "
+                     "request on. Idle inspected tunnels: held after the handshake and one GET (squid connects to "
+                     "the origin only for the first request). Direct: TLS straight to the origin; its CPU rows are the origin's, one TLS "
                      "endpoint. The load generator and the origin use OpenSSL "
                      f"({ssl_version()}): mbedtls 2.28, measured here, is some 20 times slower at the handshake's "
                      "P-256 operations and at AES-GCM, and would have measured the load generator.")
