@@ -29,6 +29,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -392,7 +393,6 @@ def tls_get(proxy_addr, hostport, ca, direct_port=None, timeout=5.0):
     direct_port), TLS verified against ca for NAME_TUNNEL, GET /small.
     Returns (stage, detail, status, body): stage "connect" (refused, or
     the connection failed), "tls" (the handshake failed) or "http"."""
-    import ssl
     try:
         if proxy_addr:
             st, line, hdrs, _, s = exchange(proxy_addr, f"CONNECT {hostport} HTTP/1.1\r\nHost: {hostport}\r\n\r\n"
@@ -1582,11 +1582,7 @@ def loadavg():
 
 
 def ssl_version():
-    try:
-        import ssl
-        return ssl.OPENSSL_VERSION
-    except ImportError:
-        return "OpenSSL"
+    return ssl.OPENSSL_VERSION
 
 
 def cpu_model():
