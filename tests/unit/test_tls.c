@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -541,6 +542,30 @@ static void test_close_notify_and_truncation(void **state)
     peer_done(&p[1]);
 }
 
+/* A record that does not decrypt is fatal, in words, on the side that got
+ * it; the alert it answers with is fatal on the other. */
+static void test_forged_record_fails_both_sides(void **state)
+{
+    (void)state;
+    peer p[2];
+    int fds[2];
+    make_pair(p, cli, "upstream.test", srv, "upstream.test", 65536, 65536, fds);
+    assert_true(run_until(both_settled, p, 10000));
+    send_check(&p[0], &p[1], 100, 100, 1);
+    unsigned char rec[5 + 40] = { 23, 3, 3, 0, 40 };
+    for (size_t i = 5; i < sizeof rec; i++)
+        rec[i] = (unsigned char)(i * 37);
+    assert_int_equal(send(fds[0], rec, sizeof rec, MSG_NOSIGNAL), (ssize_t)sizeof rec);
+    assert_true(run_until(errored, &p[1], 5000));
+    assert_int_equal(p[1].err, EPROTO);
+    assert_string_equal(p[1].failure, "client TLS: TLS error: verification of the message MAC failed");
+    assert_true(run_until(errored, &p[0], 5000));
+    assert_string_equal(p[0].failure, "upstream TLS: the peer sent alert bad_record_mac (20)");
+    assert_false(p[0].late_event || p[1].late_event);
+    peer_done(&p[0]);
+    peer_done(&p[1]);
+}
+
 /* While want_read is false after READY nothing is read; then it all comes. */
 static void test_want_read_false_holds_plaintext(void **state)
 {
@@ -985,6 +1010,51 @@ static void test_leaf_cache_bound_lru_and_reuse(void **state)
     sl_tls_server_free(sv);
 }
 
+/* Workers share the cache: sessions made and freed from several threads at
+ * once, over more hosts than it holds. */
+typedef struct cache_worker {
+    sl_tls_server *sv;
+    int id;
+} cache_worker;
+
+static void *cache_hammer(void *arg)
+{
+    cache_worker *w = arg;
+    char host[32], err[200];
+    for (int i = 0; i < 150; i++) {
+        snprintf(host, sizeof host, "h%d.test", (i * 7 + w->id) % 10);
+        sl_tls *t = sl_tls_accept(w->sv, host, no_send, no_recv, NULL, err, sizeof err);
+        if (!t)
+            return (void *)1;
+        sl_tls *u = sl_tls_accept(w->sv, host, no_send, no_recv, NULL, err, sizeof err);
+        sl_tls_free(t);
+        sl_tls_free(u);
+    }
+    return NULL;
+}
+
+static void test_leaf_cache_shared_by_threads(void **state)
+{
+    (void)state;
+    char err[200];
+    sl_tls_server *sv = sl_tls_server_new(path("ca.pem"), path("ca.key"), 7, 4, err, sizeof err);
+    assert_non_null(sv);
+    pthread_t th[4];
+    cache_worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (cache_worker){ sv, i };
+        assert_int_equal(pthread_create(&th[i], NULL, cache_hammer, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        assert_null(r);
+    }
+    assert_int_equal(sl_tls_server_cached(sv), 4);
+    assert_true(sl_tls_server_made(sv) >= 10);
+    sl_tls_server_free(sv);
+}
+
 /* A leaf evicted while a session still uses it stays valid for it. */
 static void test_evicted_leaf_in_use(void **state)
 {
@@ -1160,6 +1230,7 @@ int main(void)
         cmocka_unit_test(test_every_split_size),
         cmocka_unit_test(test_backpressure_keeps_plaintext_in_out),
         cmocka_unit_test(test_close_notify_and_truncation),
+        cmocka_unit_test(test_forged_record_fails_both_sides),
         cmocka_unit_test(test_want_read_false_holds_plaintext),
         cmocka_unit_test(test_free_inside_callbacks),
         cmocka_unit_test(test_wrong_name_from_sluice_leaf),
@@ -1178,6 +1249,7 @@ int main(void)
         cmocka_unit_test(test_client_hello_larger_than_a_record),
         cmocka_unit_test(test_client_stops_mid_handshake),
         cmocka_unit_test(test_leaf_cache_bound_lru_and_reuse),
+        cmocka_unit_test(test_leaf_cache_shared_by_threads),
         cmocka_unit_test(test_evicted_leaf_in_use),
         cmocka_unit_test(test_leaf_near_expiry_is_remade),
         cmocka_unit_test(test_ca_key_readable_by_group_refused),
