@@ -14,6 +14,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -25,6 +26,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+/* <sanitizer/allocator_interface.h>, which Debian ships only with clang */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #include "stream.h"
 #include "tls.h"
@@ -418,6 +423,40 @@ static void test_in_max_bounds_plaintext(void **state)
         peer_done(&p[0]);
         peer_done(&p[1]);
     }
+}
+
+static size_t heap_in_use(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    return mallinfo2().uordblks;
+#endif
+}
+
+/* Plaintext that trickles in one byte a record costs what it holds, not a
+ * buffer block a record (a head that stalls byte by byte, 64 KiB of it). */
+static void test_one_byte_records_cost_their_bytes(void **state)
+{
+    (void)state;
+    peer p[2];
+    make_pair(p, cli, "upstream.test", srv, "upstream.test", 65536, 65536, NULL);
+    assert_true(run_until(both_settled, p, 10000));
+    p[1].consume = false;
+    size_t before = heap_in_use();
+    for (int i = 0; i < 20000; i++) {
+        evbuffer_add(p[0].s->out, "x", 1);
+        call_flush(&p[0]);   /* one record each */
+        if (i % 500 == 499)
+            run_for(1);
+    }
+    run_until(got_bytes, &(want_bytes){ &p[1], 1 << 30 }, 300);
+    assert_int_equal(evbuffer_get_length(p[1].s->in), 20000);
+    size_t grew = heap_in_use() - before;
+    if (grew > 40000)   /* 23,680 here; 65,664 with 16 KiB reservations a record */
+        fail_msg("20,000 bytes in one-byte records took %zu bytes of heap", grew);
+    peer_done(&p[0]);
+    peer_done(&p[1]);
 }
 
 /* A relay between the two sides that moves at most k bytes a loop pass,
@@ -1228,6 +1267,7 @@ int main(void)
         cmocka_unit_test(test_handshake_then_bytes_both_ways),
         cmocka_unit_test(test_in_max_bounds_plaintext),
         cmocka_unit_test(test_every_split_size),
+        cmocka_unit_test(test_one_byte_records_cost_their_bytes),
         cmocka_unit_test(test_backpressure_keeps_plaintext_in_out),
         cmocka_unit_test(test_close_notify_and_truncation),
         cmocka_unit_test(test_forged_record_fails_both_sides),
