@@ -31,6 +31,9 @@
 size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
+
 #include "stream.h"
 #include "tls.h"
 
@@ -603,6 +606,84 @@ static void test_forged_record_fails_both_sides(void **state)
     assert_false(p[0].late_event || p[1].late_event);
     peer_done(&p[0]);
     peer_done(&p[1]);
+}
+
+/* A client of mbedtls' own (tests may use it to cross-check), blocking, in
+ * a thread: empty application-data records, which mbedtls_ssl_read alone
+ * reports as 0, its "transport closed" value. */
+static int fd_send(void *ctx, const unsigned char *b, size_t n)
+{
+    ssize_t r = send(*(int *)ctx, b, n, MSG_NOSIGNAL);
+    return r < 0 ? MBEDTLS_ERR_NET_SEND_FAILED : (int)r;
+}
+
+static int fd_recv(void *ctx, unsigned char *b, size_t n)
+{
+    ssize_t r = recv(*(int *)ctx, b, n, 0);
+    return r < 0 ? MBEDTLS_ERR_NET_RECV_FAILED : (int)r;
+}
+
+static int test_rng(void *ctx, unsigned char *b, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)rand();
+    return 0;
+}
+
+static void *empty_records_client(void *arg)
+{
+    int fd = *(int *)arg;
+    mbedtls_ssl_config conf;
+    mbedtls_ssl_context ssl;
+    mbedtls_ssl_config_init(&conf);
+    mbedtls_ssl_init(&ssl);
+    mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                MBEDTLS_SSL_PRESET_DEFAULT);
+    mbedtls_ssl_conf_authmode(&conf, MBEDTLS_SSL_VERIFY_NONE);
+    mbedtls_ssl_conf_rng(&conf, test_rng, NULL);
+    mbedtls_ssl_setup(&ssl, &conf);
+    mbedtls_ssl_set_hostname(&ssl, "upstream.test");
+    mbedtls_ssl_set_bio(&ssl, &fd, fd_send, fd_recv, NULL);
+    void *ret = (void *)1;
+    if (mbedtls_ssl_handshake(&ssl) == 0) {
+        for (int i = 0; i < 3; i++)
+            mbedtls_ssl_write(&ssl, (const unsigned char *)"", 0);
+        mbedtls_ssl_write(&ssl, (const unsigned char *)"after", 5);
+        mbedtls_ssl_close_notify(&ssl);
+        ret = NULL;
+    }
+    mbedtls_ssl_free(&ssl);
+    mbedtls_ssl_config_free(&conf);
+    shutdown(fd, SHUT_WR);
+    return ret;
+}
+
+static void test_empty_records_are_not_an_end(void **state)
+{
+    (void)state;
+    int f[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f), 0);
+    int cfd = f[0];
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, empty_records_client, &cfd), 0);
+    fcntl(f[1], F_SETFL, O_NONBLOCK);
+    peer p;
+    peer_init(&p);
+    p.s = sl_stream_tls_server(raw_stream(f[1]), srv, "upstream.test", 65536, on_event, &p);
+    want(&p, true);
+    assert_true(run_until(ended, &p, 10000));
+    void *r;
+    pthread_join(th, &r);
+    assert_null(r);
+    assert_int_equal(p.ready, 1);
+    assert_int_equal(p.errors, 0);
+    assert_int_equal(p.eofs, 1);
+    assert_string_equal(p.failure, "");   /* the close_notify, not a cut */
+    assert_int_equal(evbuffer_get_length(p.got), 5);
+    assert_memory_equal(evbuffer_pullup(p.got, -1), "after", 5);
+    peer_done(&p);
+    close(f[0]);
 }
 
 /* While want_read is false after READY nothing is read; then it all comes. */
@@ -1271,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_backpressure_keeps_plaintext_in_out),
         cmocka_unit_test(test_close_notify_and_truncation),
         cmocka_unit_test(test_forged_record_fails_both_sides),
+        cmocka_unit_test(test_empty_records_are_not_an_end),
         cmocka_unit_test(test_want_read_false_holds_plaintext),
         cmocka_unit_test(test_free_inside_callbacks),
         cmocka_unit_test(test_wrong_name_from_sluice_leaf),
