@@ -411,6 +411,8 @@ static sl_stream *tls_stream_new(sl_stream *raw, bool server, sl_tls_server *srv
                      : sl_tls_connect(cli, host, ts_send, ts_recv, ts, err, sizeof err);
     if (!ts->tls)
         fail(ts, EPROTO, "%s TLS: %s", side(ts), err);   /* the owner hears it from the loop */
+    else if (raw->error)   /* told to the owner already, and raw will not say it again */
+        fail(ts, raw->error, "%s connection failed before the TLS handshake: %s", side(ts), strerror(raw->error));
     else
         arm_raw(ts);
     event_active(ts->kick, EV_TIMEOUT, 1);   /* the handshake starts from the loop */

@@ -1070,6 +1070,25 @@ static void test_client_hello_larger_than_a_record(void **state)
     free(b);
 }
 
+/* A socket stream that has failed already (its ERROR went to the owner
+ * before the TLS stream existed) still ends in an ERROR. */
+static void test_raw_failed_before(void **state)
+{
+    (void)state;
+    int f[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, f), 0);
+    sl_stream *raw = raw_stream(f[1]);
+    raw->error = ECONNRESET;
+    peer p;
+    peer_init(&p);
+    p.s = sl_stream_tls_server(raw, srv, "upstream.test", 65536, on_event, &p);
+    assert_true(run_until(errored, &p, 2000));
+    assert_int_equal(p.err, ECONNRESET);
+    assert_non_null(strstr(p.failure, "client connection failed before the TLS handshake"));
+    peer_done(&p);
+    close(f[0]);
+}
+
 static void test_client_stops_mid_handshake(void **state)
 {
     (void)state;
@@ -1370,6 +1389,7 @@ int main(void)
         cmocka_unit_test(test_client_sends_no_tls),
         cmocka_unit_test(test_client_hello_larger_than_a_record),
         cmocka_unit_test(test_client_stops_mid_handshake),
+        cmocka_unit_test(test_raw_failed_before),
         cmocka_unit_test(test_leaf_cache_bound_lru_and_reuse),
         cmocka_unit_test(test_leaf_cache_shared_by_threads),
         cmocka_unit_test(test_evicted_leaf_in_use),
