@@ -1416,6 +1416,11 @@ static size_t check_rule_lines(const char *text, char entries[][1100], size_t ca
             char err[300];
             if (!sl_allowlist_add_line(al, sp + 1, (size_t)(slash - sp - 1), "suggest", 1, err, sizeof err))
                 fail_msg("host of %s is not an allowlist entry: %s", entries[n], err);
+            /* Once the allowlist reads request rules, the whole line must be one. */
+            static const char probe[] = "GET example.org/x";
+            if (sl_allowlist_add_line(al, probe, sizeof probe - 1, "probe", 1, err, sizeof err) &&
+                !sl_allowlist_add_line(al, entries[n], strlen(entries[n]), "suggest", 1, err, sizeof err))
+                fail_msg("%s is not a valid request rule: %s", entries[n], err);
             sl_allowlist_free(al);
             size_t pl = strlen(slash);
             size_t ok = strspn(slash, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()+,;=:@/%*");
