@@ -1418,8 +1418,9 @@ static bool nonpublic_literal(const sl_addr *a, char *why, size_t cap)
  * CONNECT, 0: plain HTTP), from sl_allowlist_suggest. False when no line
  * can be written: why says why, or is empty when nothing is to be said (a
  * cloud metadata address). nonpublic: the host was refused as
- * non_public_address somewhere in the logs. */
-static bool host_text(const dest *d, int kind, bool nonpublic, const sl_ports *connect_ports,
+ * non_public_address somewhere in the logs; no_port: what to say when the
+ * log gave no port. */
+static bool host_text(const dest *d, int kind, bool nonpublic, const char *no_port, const sl_ports *connect_ports,
                       const sl_ports *http_ports, char *line, size_t cap, char *why, size_t whycap)
 {
     char text[SL_HOST_MAX + 3];
@@ -1450,7 +1451,7 @@ static bool host_text(const dest *d, int kind, bool nonpublic, const sl_ports *c
         return false;
     }
     if (d->port < 1 || d->port > 65535) {
-        snprintf(why, whycap, "no port");
+        snprintf(why, whycap, "%s", d->port < 0 ? no_port : "no port");
         return false;
     }
     if (!sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports, line, cap)) {
@@ -1572,10 +1573,9 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
             char host[300], why[200], path[PATH_KEEP + 2];
             bool wider = false;
             const char *bad = NULL;
-            if (d->port < 0)
-                bad = "its port is unknown: the tunnel's CONNECT line is in none of these logs";
-            else if (!host_text(d, kind, nonpublic[w->dest], connect_ports, http_ports, host, sizeof host, why,
-                                sizeof why))
+            if (!host_text(d, kind, nonpublic[w->dest],
+                           "its port is unknown: the tunnel's CONNECT line is in none of these logs", connect_ports,
+                           http_ports, host, sizeof host, why, sizeof why))
                 bad = why;
             else if (!rule_method(method))
                 bad = "not a method a rule can name (upper-case letters)";
@@ -1699,8 +1699,8 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
             if (d->last_allowed[kind] > d->last_refused[kind])
                 continue;   /* allowed since: already in the allowlist */
             char line[300], why[200];
-            if (!host_text(d, kind, nonpublic[idx[i]], connect_ports, http_ports, line, sizeof line, why,
-                           sizeof why)) {
+            if (!host_text(d, kind, nonpublic[idx[i]], "no port", connect_ports, http_ports, line, sizeof line,
+                           why, sizeof why)) {
                 if (why[0])
                     skip(kv, &nk, idx[i], -1, n, why);
                 continue;
