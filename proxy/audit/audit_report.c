@@ -1598,6 +1598,18 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
                 skip(kv, nk, w->dest, (int64_t)i, n, "the rule would be longer than an allowlist line may be");
                 continue;
             }
+            /* A line is proposed only if the gate would take it: a path the
+             * rules refuse as ambiguous (a hostile log can hold one the
+             * gate never let through) gets a note instead. */
+            char perr[200];
+            sl_allowlist *probe = sl_allowlist_new();
+            bool parses = probe && sl_allowlist_add_line(probe, full, strlen(full), "suggest", 1, perr, sizeof perr);
+            sl_allowlist_free(probe);
+            if (!parses) {
+                free(full);
+                skip(kv, nk, w->dest, (int64_t)i, n, "no request rule can be written for this path");
+                continue;
+            }
             sugg *s = &sv[(*ns)++];
             *s = (sugg){ .line = full, .rnm = n, .rule = true, .wider = wider, .last = sp->last,
                          .dest = w->dest, .row = (int64_t)i };
