@@ -2,11 +2,13 @@
 #include "audit_report.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "addr.h"
+#include "allowlist.h"
 #include "host.h"
 #include "json.h"
 #include "netclass.h"
@@ -1468,64 +1470,26 @@ static bool rule_method(const char *m)
     return n >= 1 && n <= 32 && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == n;
 }
 
-/* A byte of a path (RFC 3986 pchar or '/'), '%' aside. */
-static bool path_byte(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("-._~!$&'()*+,;=:@/", c) != NULL);
-}
-
-/* A path segment [s, e) that is "." or "..", dots also as %2e. */
-static bool dot_segment(const char *s, const char *e)
-{
-    size_t dots = 0;
-    while (s < e) {
-        if (*s == '.')
-            s++;
-        else if (e - s >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'e' || s[2] == 'E'))
-            s += 3;
-        else
-            return false;
-        dots++;
-    }
-    return dots == 1 || dots == 2;
-}
-
-/* The PATH of a rule for p[0..n), then '*' when star: only what a path
- * holds (RFC 3986), percent escapes of two hex digits, and nothing the gate
- * refuses as ambiguous (a request with it is never matched against rules,
- * so a log that says otherwise is not the gate's). A '*' of the path
+/* The PATH of a rule for p[0..n), then '*' when star. A '*' of the path
  * cannot be written literally: the path ends with '*' there and allows more
- * (*wider). NULL, with the text in out (cap > n + 1), or why not. */
+ * (*wider). What the gate refuses as ambiguous (sl_path_ambiguous, the
+ * rules' own check) gets no rule: a request with it is never matched, so a
+ * log that says otherwise is not the gate's. NULL, with the text in out
+ * (cap > n + 1), or why not. */
 static const char *rule_path(const char *p, size_t n, bool star, char *out, bool *wider)
 {
     if (n == 0 || p[0] != '/')
         return "not a path (it does not start with '/')";
-    size_t i = 0;
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c == '*') {
-            *wider = star = true;
-            break;
-        }
-        if (c == '%') {
-            int v = i + 2 < n ? (int)sl_hex_value(p + i + 1, 2) : -1;
-            if (v < 0)
-                return "the path has a bad percent escape";
-            if (v == 0 || v == '/' || v == '\\')
-                return "the path has an encoded '/', '\\' or NUL, which the gate refuses";
-            i += 2;
-        } else if (!path_byte(c)) {
-            return "the path has a byte that a rule cannot hold (a control byte, space, '#', '?', "
-                   "non-ASCII, ...)";
-        }
+    const char *at = memchr(p, '*', n);
+    if (at) {
+        n = (size_t)(at - p);
+        *wider = star = true;
     }
-    n = i;
-    for (size_t seg = 1, end; seg <= n; seg = end + 1) {
-        for (end = seg; end < n && p[end] != '/'; end++)
-            ;
-        if (dot_segment(p + seg, p + end))
-            return "the path has a dot segment, which the gate refuses";
+    const char *why = sl_path_ambiguous(p, n);
+    if (why) {
+        static _Thread_local char text[200];
+        snprintf(text, sizeof text, "the gate refuses such a path (%s)", why);
+        return text;
     }
     memcpy(out, p, n);
     if (star)
