@@ -1010,6 +1010,28 @@ static void test_openssl_client_verifies_sluice_leaf(void **state)
     free(r.out);
 }
 
+/* A client's next connection resumes with the ticket it was given: no key
+ * exchange, no signature. */
+static void test_session_ticket_resumes(void **state)
+{
+    (void)state;
+    s_client_run r;
+    char *out_args[] = { "-sess_out", (char *)path("sess.pem"), NULL };
+    against_s_client(srv, "upstream.test", path("ca.pem"), out_args, &r);
+    assert_int_equal(r.p.ready, 1);
+    if (!strstr(r.out, "New, TLSv1.2") || !strstr(r.out, "TLS session ticket:"))
+        fail_msg("s_client said:\n%s", r.out);
+    peer_done(&r.p);
+    free(r.out);
+    char *in_args[] = { "-sess_in", (char *)path("sess.pem"), NULL };
+    against_s_client(srv, "upstream.test", path("ca.pem"), in_args, &r);
+    assert_int_equal(r.p.ready, 1);
+    if (!strstr(r.out, "Reused, TLSv1.2"))
+        fail_msg("s_client said:\n%s", r.out);
+    peer_done(&r.p);
+    free(r.out);
+}
+
 static void test_client_offering_only_h2(void **state)
 {
     (void)state;
@@ -1418,6 +1440,7 @@ int main(void)
         cmocka_unit_test(test_upstream_wrong_name),
         cmocka_unit_test(test_upstream_alert),
         cmocka_unit_test(test_openssl_client_verifies_sluice_leaf),
+        cmocka_unit_test(test_session_ticket_resumes),
         cmocka_unit_test(test_client_offering_only_h2),
         cmocka_unit_test(test_client_hello_in_two_records),
         cmocka_unit_test(test_client_sends_no_tls),
