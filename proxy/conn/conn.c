@@ -453,8 +453,8 @@ void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct times
 
 static void linger_if_flushed(conn *c)
 {
-    if (c->x.lingering || evbuffer_get_length(c->cli->out) > 0)
-        return;
+    if (c->x.lingering || !sl_stream_flushed(c->cli))
+        return;   /* a TLS stream's last records may still wait for the socket */
     c->x.lingering = true;
     sl_stream_shutdown(c->cli);
     evbuffer_drain(c->cli->in, evbuffer_get_length(c->cli->in));
