@@ -2,6 +2,7 @@
  * the target host and port, and for plain HTTP the head to send upstream. */
 #include <event2/buffer.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
