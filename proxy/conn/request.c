@@ -23,8 +23,10 @@ static void record_raw_target(conn *c, sl_span t)
 {
     if (c->in) {
         /* Inside a tunnel the host is the tunnel's: the target goes in path. */
+        const char *q = memchr(t.p, '?', t.len);
+        size_t n = q ? (size_t)(q - t.p) : t.len;   /* request lines carry no query */
         free(c->x.path);
-        c->x.path = strndup(t.p, t.len < 1024 ? t.len : 1024);
+        c->x.path = strndup(t.p, n < 1024 ? n : 1024);
         return;
     }
     size_t n = t.len < SL_HOST_MAX ? t.len : SL_HOST_MAX;

@@ -495,6 +495,11 @@ struct leaf {
     time_t renew_at;          /* an hour before it expires: made again from then */
     mbedtls_x509_crt crt;     /* the leaf; its next is the server's CA chain (shared) */
     mbedtls_ssl_config conf;
+    /* Each leaf has its own ticket key: a ticket is good only for the host
+     * it was issued for, so a tunnel to one host cannot resume a session
+     * made for another (RFC 6066 section 3: the server must not resume
+     * when the name differs; mbedtls 2.28 does not check). */
+    mbedtls_ssl_ticket_context tickets;
     char host[];
 };
 
@@ -510,7 +515,6 @@ struct sl_tls_server {
     time_t ca_not_after;
     int leaf_days;
     size_t cache_max;
-    mbedtls_ssl_ticket_context tickets;   /* one key for all leaves; has its own lock */
     pthread_mutex_t lock;
     leaf **buckets;
     size_t nbuckets, ncached;
@@ -715,6 +719,7 @@ static void leaf_destroy(leaf *lf)
     if (!lf)
         return;
     mbedtls_ssl_config_free(&lf->conf);
+    mbedtls_ssl_ticket_free(&lf->tickets);
     lf->crt.next = NULL;   /* the CA chain is the server's */
     mbedtls_x509_crt_free(&lf->crt);
     free(lf);
@@ -731,7 +736,6 @@ sl_tls_server *sl_tls_server_new(const char *ca_cert, const char *ca_key, int le
     mbedtls_x509_crt_init(&srv->ca);
     mbedtls_pk_init(&srv->ca_key);
     mbedtls_pk_init(&srv->leaf_key);
-    mbedtls_ssl_ticket_init(&srv->tickets);
     pthread_mutex_init(&srv->lock, NULL);
     srv->leaf_days = leaf_days > 0 ? leaf_days : 1;
     srv->cache_max = cache_max;
@@ -762,15 +766,10 @@ sl_tls_server *sl_tls_server_new(const char *ca_cert, const char *ca_key, int le
     int r = mbedtls_pk_setup(&srv->leaf_key, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY));
     if (r == 0)
         r = mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(srv->leaf_key), rng, NULL);
-    /* Session tickets (RFC 5077): a client's next connection resumes without
-     * a key exchange or a signature, by far the dearest part of a handshake
-     * in mbedtls 2.28. The key changes every TICKET_S seconds. */
-    if (r == 0)
-        r = mbedtls_ssl_ticket_setup(&srv->tickets, rng, NULL, MBEDTLS_CIPHER_AES_256_GCM, TICKET_S);
     if (r != 0) {
         char e[120];
         mbed_strerror(r, e, sizeof e);
-        set_err(err, errcap, "cannot make the leaf key or the ticket key: %s", e);
+        set_err(err, errcap, "cannot make the leaf key: %s", e);
         goto fail;
     }
     srv->nbuckets = 16;
@@ -799,7 +798,6 @@ void sl_tls_server_free(sl_tls_server *srv)
     for (size_t i = 0; i < srv->nnc; i++)
         nc_set_free(&srv->nc[i]);
     free(srv->nc);
-    mbedtls_ssl_ticket_free(&srv->tickets);
     mbedtls_pk_free(&srv->leaf_key);
     mbedtls_pk_free(&srv->ca_key);
     mbedtls_x509_crt_free(&srv->ca);
@@ -957,6 +955,7 @@ static leaf *leaf_make(sl_tls_server *srv, const tls_host *h, time_t now, char *
     memcpy(lf->host, h->name, hl + 1);
     mbedtls_x509_crt_init(&lf->crt);
     mbedtls_ssl_config_init(&lf->conf);
+    mbedtls_ssl_ticket_init(&lf->tickets);
 
     mbedtls_x509write_cert w;
     mbedtls_x509write_crt_init(&w);
@@ -1022,8 +1021,15 @@ static leaf *leaf_make(sl_tls_server *srv, const tls_host *h, time_t now, char *
     }
     if (r == 0) {
         mbedtls_ssl_conf_authmode(&lf->conf, MBEDTLS_SSL_VERIFY_NONE);
+        /* Session tickets (RFC 5077): a client's next connection resumes
+         * without a key exchange or a signature, by far the dearest part
+         * of a handshake in mbedtls 2.28. The key changes every TICKET_S
+         * seconds. */
+        r = mbedtls_ssl_ticket_setup(&lf->tickets, rng, NULL, MBEDTLS_CIPHER_AES_256_GCM, TICKET_S);
+    }
+    if (r == 0) {
         mbedtls_ssl_conf_session_tickets_cb(&lf->conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
-                                            &srv->tickets);
+                                            &lf->tickets);
         r = mbedtls_ssl_conf_own_cert(&lf->conf, &lf->crt, &srv->leaf_key);
     }
     if (r != 0) {
