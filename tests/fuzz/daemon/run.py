@@ -58,6 +58,9 @@ def options(argv):
                         "5 minutes or more, half for shorter ones)")
     p.add_argument("--merge", metavar="DIR", help="replay the corpus and write the cases that add edges to DIR")
     p.add_argument("--no-coverage", action="store_true", help="do not map the coverage counters")
+    p.add_argument("--inspect", choices=["auto", "on", "off"], default="auto",
+                   help="give the gate request rules, [tls] and a credential, and drive inspected tunnels "
+                        "(auto, the default: unless the binary does not know [tls])")
     p.add_argument("--self-test", action="store_true",
                    help="break each property on purpose and require the checks to report it")
     p.add_argument("-v", "--verbose", action="store_true")

@@ -13,7 +13,7 @@ _HEX = re.compile(rb"[0-9A-Fa-f]+")
 
 
 class Request:
-    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len")
+    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len", "body")
 
     def __init__(self, method, target, version, headers):
         self.method, self.target, self.version, self.headers = method, target, version, headers
@@ -23,14 +23,16 @@ class Request:
                 self.host = v
         self.complete = False
         self.body_len = 0
+        self.body = b""         # the body's bytes (dechunked), once complete
 
     def __repr__(self):
         return f"<{self.method} {self.target} host={self.host} complete={self.complete}>"
 
 
-def _parse_chunked(buf, pos):
-    """Returns (end offset, body bytes) of a chunked body starting at pos,
-    None if incomplete, or raises ValueError."""
+def _parse_chunked(buf, pos, parts=None):
+    """Returns (end offset, body length) of a chunked body starting at pos,
+    None if incomplete, or raises ValueError. parts, if given, gets the
+    chunks' data."""
     total = 0
     while True:
         eol = buf.find(b"\r\n", pos)
@@ -57,6 +59,8 @@ def _parse_chunked(buf, pos):
             return None
         if buf[pos + size:pos + size + 2] != b"\r\n":
             raise ValueError("chunk data not followed by CRLF")
+        if parts is not None:
+            parts.append(bytes(buf[pos:pos + size]))
         pos += size + 2
         total += size
 
@@ -100,13 +104,15 @@ def parse_requests(buf):
             codings = [c.strip().lower() for c in ",".join(te).split(",") if c.strip()]
             if not codings or codings[-1] != "chunked":
                 return out, f"bad: forwarded Transfer-Encoding {te!r} not ending in chunked", pos
+            parts = []
             try:
-                r = _parse_chunked(buf, pos)
+                r = _parse_chunked(buf, pos, parts)
             except ValueError as e:
                 return out, f"bad: chunked body: {e}", pos
             if r is None:
                 return out, "partial", pos
             pos, req.body_len = r
+            req.body = b"".join(parts)
         elif cl:
             vals = {v.strip() for v in ",".join(cl).split(",")}
             if len(vals) != 1 or not next(iter(vals)).isdigit():
@@ -115,6 +121,7 @@ def parse_requests(buf):
             if n - pos < size:
                 req.body_len = n - pos
                 return out, "partial", n
+            req.body = bytes(buf[pos:pos + size])
             pos += size
             req.body_len = size
         req.complete = True
