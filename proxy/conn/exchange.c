@@ -43,7 +43,7 @@ static bool fx_legal(fx_state from, fx_state to)
     case FX_AWAIT:    return from == FX_REQUEST;
     case FX_RESPONSE: return from == FX_REQUEST || from == FX_AWAIT;
     case FX_FLUSH:    return from == FX_RESPONSE;
-    case FX_IDLE:     return from == FX_FLUSH;
+    case FX_IDLE:     return from == FX_FLUSH || from == FX_NONE;   /* NONE: a new inspected origin */
     }
     return false;
 }
@@ -69,6 +69,17 @@ void exchange_drop_origin(conn *c)
     }
     if (c->fx != FX_FLUSH)
         c->fx = FX_NONE;
+}
+
+/* An origin connection made (and its TLS done) before its first request:
+ * kept like one between exchanges, so that it must stay silent too. */
+void exchange_keep_origin(conn *c)
+{
+    free(c->up_name);
+    c->up_name = strdup(c->x.host.name);   /* NULL (out of memory) only means no reuse */
+    c->up_port = c->x.port;
+    c->up_addr = c->x.addr;
+    exchange_set(c, FX_IDLE);
 }
 
 bool exchange_can_reuse(conn *c)
@@ -234,6 +245,7 @@ static void exchange_fail(conn *c, int status, const char *end, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
+    c->x.status = status;
     sl_reply_error(c->cli->out, status, detail);
     conn_finish(c, end);
 }
@@ -366,6 +378,7 @@ static bool pump_heads(conn *c)
             c->x.client_close = true;
         }
         c->x.final_head = true;
+        c->x.status = h.status;
         c->x.final_at = c->cli->written + out_len(c->cli);
         write_response_head(c, p, &h, true);
         evbuffer_drain(in, h.head_len);
@@ -426,6 +439,7 @@ void exchange_start(conn *c)
     exchange_set(c, FX_REQUEST);
     if (!conn_allow(c))
         return;
+    request_seal_head(c);
     c->x.bytes_up += evbuffer_get_length(c->x.up_head);
     evbuffer_add_buffer(c->up->out, c->x.up_head);
     evbuffer_free(c->x.up_head);

@@ -241,6 +241,37 @@ write("fuzz_allowlist", "specific",
       ".example.org:443\n*.example.org:8443\napi.example.org\nexample.org:80\n"
       "\0443\n80\napi.example.org:443\nx.api.example.org:8443\nexample.org:443\n")
 
+# ---- request rules: allowlist lines ---------------------------------------------------
+D256 = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+D512 = ("sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6"
+        "+SfaPg==")
+reset("fuzz_rule")
+write("fuzz_rule", "spec",
+      "GET,HEAD registry.npmjs.org/*   # reads only\nGET api.github.com/repos/acme/*\n"
+      "* uploads.example.com/incoming/*\n"
+      "GET registry.npmjs.org/is-number/-/is-number-7.0.0.tgz " + D512 + "\nregistry.npmjs.org\n")
+write("fuzz_rule", "forms",
+      "GET *.cdn.example:8443/a/*/b\nPOST .x.example/api\nPUT [2001:db8::7]:443/up/*\n"
+      "DELETE,PATCH 203.0.113.7/*.json\nGET bücher.example/*\nGET x.example/a%2Bb " + D256 + " " + D512 +
+      "\n.x.example\n*.cdn.example:8443\n")
+write("fuzz_rule", "errors",
+      "get example.org/x\nGET,,HEAD example.org/x\n*,GET example.org/\nGET example.org\n"
+      "GET example.org/a#b\nGET example.org/a/../b\nGET example.org//x\nGET example.org/a%2f\n"
+      "GET example.org/a%zz\nGET,HEAD example.org/a " + D256 + "\nGET example.org/a sha256-xyz\n"
+      "G@T example.org/x\nexample.org/x\n")
+
+# ---- paths and patterns: PATTERN \0 PATH -----------------------------------------------
+reset("fuzz_path")
+for name, pat, path in [
+        ("basic", "/repos/acme/*", "/repos/acme/widget/pulls"),
+        ("stars", "*a" * 8 + "*b", "a" * 69),
+        ("dots", "/a/*", "/a/%2e%2E/b"),
+        ("encoded", "/a%2Bb*", "/a/..%2fb"),
+        ("params", "/a/..;/b", "/a/%2e%2e;x/b"),
+        ("double", "/*.tgz", "/x/%252e%252e/y.tgz"),
+        ("overlong", "/%c0%ae*", "/%e0%80%ae/%f0%90%80%80")]:
+    write("fuzz_path", name, pat + "\0" + path)
+
 # ---- decision log lines, chained ------------------------------------------------------
 reset("fuzz_audit_line")
 reset("fuzz_audit_verify")
@@ -309,6 +340,26 @@ write("fuzz_config", "errors", files(
      "connect_ports = \nallow_cidr = 10.0.0.1/8\n[dns]\nmin_ttl_s = 100\nmax_ttl_s = 10\n"
      "[admin]\nlisten = 127.0.0.1:3128\n" + "k" * 300 + " = 1\n"),
     ("/abs/list", "*.com\nok.example\n"),
+))
+write("fuzz_config", "inspect", files(
+    ("sluice.ini", "[policy]\nallowlist = allowlist.txt\n[dns]\nserver = 127.0.0.53\n"
+     "[tls]\nca_cert = ca/ca.pem\nca_key = ca/ca.key\nupstream_ca = bundle.pem\nleaf_days = 30\n"
+     "[credentials]\nfile = credentials.txt\nsecret_dir = secrets\n"),
+    ("allowlist.txt", "registry.npmjs.org\nGET,HEAD registry.npmjs.org/*\nGET api.github.com/repos/acme/*\n"
+     "* .uploads.example/incoming/*\n"),
+    ("credentials.txt", "# NAME HOST HEADER TEMPLATE\nnpm registry.npmjs.org Authorization Bearer {secret}\n"
+     "gh api.github.com Authorization token {secret}\nup .uploads.example X-Key {secret}\n"),
+    ("ca/ca.pem", "-----BEGIN CERTIFICATE-----\n"),
+    ("ca/ca.key", "-----BEGIN EC PRIVATE KEY-----\n"),
+    ("bundle.pem", "-----BEGIN CERTIFICATE-----\n"),
+    ("secrets/npm", "npm-token\n"),
+    ("secrets/gh", "gh-token"),
+    ("secrets/up", "up-token\n"),
+))
+write("fuzz_config", "inspect-errors", files(
+    ("sluice.ini", "[policy]\nallow = GET example.org/*\nallow = example.org\n[tls]\nca_cert = ca.pem\n"
+     "leaf_days = 900\n[credentials]\nfile = credentials.txt\n"),
+    ("credentials.txt", "a example.net Host {secret}\nb example.org X {secret} {secret}\n"),
 ))
 # ---- JSON documents for the parallel loader (allowlist/lockfiles/jsonload.c) ------------
 # Lockfile-shaped: a top-level object whose big members are split across
