@@ -129,6 +129,17 @@ class Oracle:
         self.dns_seen = 0
         self.cname_targets = set()
 
+    # What checking clients and origins counts: a second look (harness.py,
+    # check_after) starts again from a snapshot.
+    _CHECK_COUNTS = ("used_conns", "used_reqs", "seen_deny", "sent_reqs", "got_reqs", "used_tls_reqs")
+
+    def snapshot(self):
+        return {k: getattr(self, k).copy() for k in self._CHECK_COUNTS}
+
+    def restore(self, snap):
+        for k, v in snap.items():
+            setattr(self, k, v.copy())
+
     # --- the log ------------------------------------------------------------
     def add_lines(self, lines):
         """Check each new log line on its own; count it."""

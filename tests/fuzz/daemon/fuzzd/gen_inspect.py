@@ -37,11 +37,13 @@ _PATHS = {
                      "/pub/a.txtx", "/pub/a", "/other", "/upx", "/UP/x", "/", "/up"],
 }
 # Paths sluice must refuse as ambiguous (rules.path_ambiguous), and some
-# it must not (a double-encoded dot, an encoded letter, a query with dots).
+# it must not (an encoded letter, three dots, a query with dots).
 _AMBIGUOUS = ["/up/../x", "/up/%2e%2e/x", "/up/.%2E/x", "/up/./x", "/up/%2fx", "/up/%2Fetc", "/up/a%5cb",
               "/up/a\\b", "/up/%00", "/up/%zz", "/up/%4", "/up/%", "/up/..", "/up/x/.", "/pub/../up/a.txt",
-              "/%2e%2e/up/x", "/up/%2E"]
-_SUBTLE = ["/up/%252e%252e/x", "/up/%41", "/up/...", "/up/.x", "/up/x?a=/../b&c=%2f", "/up//x", "/pub/%2e.txt"]
+              "/%2e%2e/up/x", "/up/%2E", "/up//x", "//up/x", "/up/..;/x", "/up/%252e%252e/x", "/up/%252f",
+              "/up/%c0%ae%c0%ae/x", "/up/%e0%80%ae/", "/up/%0d%0aX:1", "/up/#x", "/up/%7f", "/pub/a%2f.txt"]
+_SUBTLE = ["/up/%41", "/up/...", "/up/.x", "/up/x?a=/../b&c=%2f", "/pub/%2e.txt", "/up/%25", "/up/;x", "/up/x/",
+           "/up/%e2%82%ac", "/pub/.txt"]
 
 
 def path(rng, ctx, zone):

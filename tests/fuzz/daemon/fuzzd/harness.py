@@ -11,6 +11,7 @@ import json
 import os
 import random
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -155,8 +156,7 @@ class Runner:
         self.instance += 1
         wd = self.workroot / f"sluice{self.instance}"
         if wd.exists():
-            for f in wd.iterdir():
-                f.unlink()
+            shutil.rmtree(wd)
         self.daemon = Daemon(self.binary, wd, workers=self.o.workers, timeouts=self.timeouts,
                              coverage=not self.o.no_coverage, allowlist=self._allowlist(),
                              policy_extra=getattr(self.o, "policy_extra", ""),
@@ -459,7 +459,7 @@ class Runner:
     async def check_after(self, case, results):
         o = self.oracle
         conns = self.origins.case_conns(self.exec_id)
-        snap = (o.used_conns.copy(), o.used_reqs.copy(), o.seen_deny.copy())
+        snap = o.snapshot()
         for attempt in range(2):
             out = []
             for r in list(results) + list(self.canary_results):
@@ -470,7 +470,7 @@ class Runner:
                 # allow lines reach the file within 100 ms: look again
                 await asyncio.sleep(0.3)
                 self.pump_log()
-                o.used_conns, o.used_reqs, o.seen_deny = (snap[0].copy(), snap[1].copy(), snap[2].copy())
+                o.restore(snap)
                 continue
             break
         self.canary_results = []

@@ -63,22 +63,43 @@ def has_credential(host, port, tls):
 
 
 _PCT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_ESC = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def _refused_byte(b):
+    """A decoded byte that may not be percent-encoded in a path."""
+    return b in (0x2E, 0x2F, 0x5C) or b < 0x20 or b == 0x7F
 
 
 def path_ambiguous(path):
-    """Why sluice must refuse this path (the target up to '?'), or None:
-    dot segments (also percent-encoded), %2f, %5c, a backslash, %00, a bad
-    percent escape (SPEC)."""
+    """Why sluice must refuse this path (the target up to '?'), or None.
+    SPEC: dot segments (also percent-encoded), %2f, %5c, a backslash, %00,
+    a bad percent escape; allowlist/README.md adds dot segments with
+    ;params, empty segments but a trailing one, every encoded control
+    byte, double encoding and overlong UTF-8 of these, raw bytes that are
+    not printable ASCII, and '#'."""
     if "\\" in path:
         return "backslash"
+    if any(not (0x21 <= ord(ch) <= 0x7E) for ch in path) or "#" in path:
+        return "a byte that is not printable ASCII, or #"
     if _PCT.search(path):
         return "bad escape"
-    low = path.lower()
-    for bad in ("%2f", "%5c", "%00"):
-        if bad in low:
-            return bad
-    for seg in low.split("/"):
-        if seg.replace("%2e", ".") in (".", ".."):
+    for m in _ESC.finditer(path):
+        b = int(m.group(1), 16)
+        if b in (0x2F, 0x5C) or b < 0x20 or b == 0x7F:
+            return f"encoded byte {m.group(0)}"
+        nxt = _ESC.match(path, m.end())
+        if b == 0x25 and nxt and _refused_byte(int(nxt.group(1), 16)) or \
+                b == 0x25 and path[m.end():m.end() + 2].lower() in ("2e", "2f", "5c", "00"):
+            return "double encoding"
+        if b in (0xC0, 0xC1) or (b == 0xE0 and nxt and 0x80 <= int(nxt.group(1), 16) <= 0x9F) or \
+                (b == 0xF0 and nxt and 0x80 <= int(nxt.group(1), 16) <= 0x8F):
+            return "overlong UTF-8"
+    segs = path.split("/")[1:]
+    for i, seg in enumerate(segs):
+        if seg == "" and i != len(segs) - 1:
+            return "empty segment"
+        if re.sub("%2e", ".", seg.split(";", 1)[0], flags=re.I) in (".", ".."):
             return "dot segment"
     return None
 

@@ -217,7 +217,7 @@ async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=Non
                     pass
                 if seq[0] != seen:
                     continue
-                if state["eof"]:
+                if state["eof"] or state.get("stop"):
                     return
                 fresh.clear()
                 await fresh.wait()
@@ -295,6 +295,7 @@ async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=Non
     pr = r.tls.pop("plain_task", None)
     if pr is not None:
         # what arrived before the end is decrypted before the checks look
+        state["stop"] = True
         fresh.set()
         try:
             await asyncio.wait_for(asyncio.shield(pr), 0.2)
