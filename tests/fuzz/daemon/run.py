@@ -61,6 +61,8 @@ def options(argv):
     p.add_argument("--inspect", choices=["auto", "on", "off"], default="auto",
                    help="give the gate request rules, [tls] and a credential, and drive inspected tunnels "
                         "(auto, the default: unless the binary does not know [tls])")
+    p.add_argument("--ignore", default=os.environ.get("FUZZ_DAEMON_IGNORE", ""), metavar="KIND,...",
+                   help="drop violations of these kinds (exploring past a known finding; make test sets none)")
     p.add_argument("--self-test", action="store_true",
                    help="break each property on purpose and require the checks to report it")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -265,6 +267,9 @@ def summary(r):
           f"corpus {len(r.corpus)}, kept {s['kept']} new, edges {r.edges()} of {r.nguards}, "
           f"{len(r.sigs)} behaviour signatures, {len(r.failures)} distinct failures "
           f"({s['failures']} in all)")
+    kinds = sorted(k[len("n_canary_"):] for k in s if k.startswith("n_canary_"))
+    print("fuzz-daemon: canaries' mean time: " + ", ".join(
+        f"{k} {s['t_canary_' + k + '_ms'] / max(1, s['n_canary_' + k]):.0f} ms" for k in kinds))
     for f in r.failures:
         frames = f.extra.get("frames")
         print(f"  {f.kind}" + (f": {' < '.join(frames)}" if frames else f": {f.detail.splitlines()[0][:200]}"))

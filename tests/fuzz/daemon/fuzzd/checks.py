@@ -26,7 +26,7 @@ from . import net, rules
 from .gen import POISON
 from .http import parse_requests
 from .pki import BAD_CERTS
-from .tlsbits import params_problem
+from .tlsbits import params_problem, sni_of
 
 REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address",
            "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
@@ -263,9 +263,11 @@ class Oracle:
         if l.get("decision") == "allow":
             if d.get("decision") != "allow":
                 out.append(Violation("request_allowed_in_failed_tunnel", f"{l} in {d}"))
-            if reason != "rule" or "rule" not in l or not isinstance(l.get("status"), int):
-                out.append(Violation("request_line_fields", f"an allowed request without reason rule, its rule "
-                                     f"or its status: {l}"))
+            # (no status when no response came: the line then has an end)
+            if reason != "rule" or "rule" not in l or not isinstance(l.get("status", 0), int) or \
+                    ("status" not in l and "end" not in l):
+                out.append(Violation("request_line_fields", f"an allowed request without reason rule, its rule, "
+                                     f"or its status or end: {l}"))
             if isinstance(path, str) and len(path) < PATH_LOG_MAX:
                 i, why = self._expected_rule(host, l.get("method"), path)
                 if i is None:
@@ -418,6 +420,16 @@ class Oracle:
             out.append(Violation("credential_in_clear", f"{c.local}:{c.port} got the secret outside TLS: "
                                  f"{bytes(c.data[:300])!r}"))
         if not c.data:
+            return out
+        sni = norm_host(sni_of(bytes(c.data[:2048])) or "")
+        if rules.zone_of(sni) and c.port in net.CONNECT_PORTS:
+            # sluice's own handshake for an inspected tunnel, at an origin
+            # that does not speak TLS: it comes before the allow line, and
+            # fails (upstream_tls_failed); the tunnel must have its line.
+            if not any(norm_host(d.get("host", "")) == sni for d in self.tunnels.values()) or \
+                    c.local not in self._given(sni):
+                out.append(Violation("origin_conn_without_allow", f"{c.local}:{c.port} got sluice's ClientHello "
+                                     f"for {sni}, and no inspected CONNECT to it on an address it has was logged"))
             return out
         key = (c.local, c.port)
         self.used_conns[key] += 1

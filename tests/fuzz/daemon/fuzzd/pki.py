@@ -150,11 +150,12 @@ class Pki:
 
 
 def client_context(gate_ca, alpn, check_name):
-    """A client's context inside a tunnel: trusts the gate's CA only, so a
+    """A client's context inside a tunnel: trusts the gate's CA only (its
+    PEM text, read once: the files may be remade by another run), so a
     handshake that ends with anyone else's certificate fails."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if gate_ca:
-        ctx.load_verify_locations(cafile=str(gate_ca))
+        ctx.load_verify_locations(cadata=gate_ca)
     ctx.check_hostname = bool(check_name)
     if alpn:
         ctx.set_alpn_protocols(list(alpn))

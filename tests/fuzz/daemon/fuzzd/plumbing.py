@@ -58,7 +58,7 @@ _OK = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 async def _one(loop, origins, port, pki, spec, script):
     origins.install(origins.exec_id + 1, {(ADDR, 443): [script]})
     r = await run_tls_client(loop, spec, port, spec["data"].encode(), spec["tls"]["data"].encode(), NAME,
-                             pki.upstream_ca)
+                             pki.upstream_ca.read_text())
     await asyncio.sleep(0.1)
     conns = origins.case_conns(origins.exec_id)
     await origins.teardown()

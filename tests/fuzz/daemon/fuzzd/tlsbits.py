@@ -7,6 +7,7 @@ the wire)."""
 import asyncio
 import os
 import ssl
+import time
 
 # TLS records, by hand: an alert where a ServerHello or a record is due,
 # and an application-data record that cannot decrypt.
@@ -107,21 +108,26 @@ class ServerTls:
             self.inc.write_eof()
             return False
         self.rec["cipher_in"] = self.rec.get("cipher_in", 0) + len(b)
+        self.rec.setdefault("t_in", time.monotonic())
         self.inc.write(b)
         return True
 
     async def handshake(self, timeout, cut=None):
         """'done', 'cut' (its flight cut short), or 'failed'."""
         deadline = self.loop.time() + timeout
+        if self.inc.pending:
+            self.rec.setdefault("t_in", time.monotonic())
         while True:
             try:
                 self.obj.do_handshake()
                 await self.flush()
-                self.rec.update(hs_done=True, sni=getattr(self.obj, "sni_seen", None),
+                self.rec.update(hs_done=True, t_done=time.monotonic(), sni=getattr(self.obj, "sni_seen", None),
                                 alpn=self.obj.selected_alpn_protocol(), version=self.obj.version(),
                                 cipher=self.obj.cipher())
                 return "done"
             except ssl.SSLWantReadError:
+                if self.out.pending and "t_in" in self.rec:
+                    self.rec.setdefault("t_flight", time.monotonic())
                 if await self.flush(cut):
                     return "cut"
             except (ssl.SSLError, ValueError) as e:
