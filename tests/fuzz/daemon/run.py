@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fuzzd import codec, gen, mutate, net  # noqa: E402
+from fuzzd import codec, gen, mutate, net, rules  # noqa: E402
 from fuzzd.harness import Runner, case_id, load_cases  # noqa: E402
 
 REPO = HERE.parents[2]
@@ -69,12 +69,25 @@ def options(argv):
     return p.parse_args(argv)
 
 
+def _inspected(case):
+    return any(isinstance(cl.get("tls"), dict) for cl in case.get("clients", [])) or \
+        any(rules.zone_of(n.replace(gen.NONCE, "x")) for n in case.get("dns", {}))
+
+
 def replay_order(cases):
-    """Regressions first (crash-*, regress-*), then the rest by size."""
-    def first(c):
-        name = Path(c.get("_file", "")).name
-        return (0 if name.startswith(("crash-", "regress-")) else 1, len(json.dumps(c)))
-    return sorted(cases, key=first)
+    """Regressions first (crash-*, regress-*), then the rest by size,
+    inspected and other cases taking turns: a short run (the replay stops
+    at its share of the time) still replays some of each."""
+    cases = sorted(cases, key=lambda c: len(json.dumps(c)))
+    regress = [c for c in cases if Path(c.get("_file", "")).name.startswith(("crash-", "regress-"))]
+    rest = [c for c in cases if not any(c is r for r in regress)]
+    turns = [[c for c in rest if not _inspected(c)], [c for c in rest if _inspected(c)]]
+    out = list(regress)
+    while turns[0] or turns[1]:
+        for t in turns:
+            if t:
+                out.append(t.pop(0))
+    return out
 
 
 async def fuzz(o):

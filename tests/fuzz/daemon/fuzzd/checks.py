@@ -383,6 +383,14 @@ class Oracle:
             bad = params_problem(t.get("version"), t.get("cipher"), t.get("alpn"))
             if bad:
                 out.append(Violation("client_tls_params", f"client :{r.local_port}: the gate agreed to {bad}"))
+        # An origin sluice could not verify: the first answer inside is its 502.
+        failed = [self.decisions[lid] for lid in self.ids_by_client.get(r.local_port, ())
+                  if self.decisions[lid].get("reason") == "upstream_tls_failed"]
+        if failed and b"\r\n\r\n" in r.plain and (
+                not r.plain.startswith(b"HTTP/1.1 502 ") or
+                b"\r\nSluice-Decision: deny; reason=upstream_tls_failed\r\n" not in r.plain.split(b"\r\n\r\n")[0] + b"\r\n"):
+            out.append(Violation("upstream_tls_failed_not_502", f"client :{r.local_port}'s tunnel failed with the "
+                                 f"origin ({failed[0].get('detail')}); its first answer inside: {bytes(r.plain[:200])!r}"))
         # What the client sent inside, for the differential check at the origins.
         if r.plain_sent:
             host = norm_host(r.tunnel_host)

@@ -148,6 +148,9 @@ def pure_inspect_checks():
     expired.tls["cert"] = "expired"
     tls13 = _Client(bytearray())
     tls13.tls["version"] = "TLSv1.3"
+    answered = _Client(bytearray())
+    answered.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    failed = dict(tunnel, decision="deny", reason="upstream_tls_failed", detail="upstream TLS: expired")
     cases = [
         ("a clean tunnel", [tunnel, req], [conn(head)], [sent], set()),
         ("a request sent once reaches the origin twice", [tunnel, req, dict(req, n=2)], [conn(head * 2)], [sent],
@@ -168,6 +171,8 @@ def pure_inspect_checks():
         ("an origin with a bad certificate finished the handshake", [tunnel], [expired], [],
          {"upstream_cert_accepted"}),
         ("the gate agreed to TLS 1.3 with a client", [], [], [tls13], {"client_tls_params"}),
+        ("a tunnel whose origin failed TLS answers 200 inside", [failed], [], [answered],
+         {"upstream_tls_failed_not_502"}),
     ]
     for what, lines, conns, clients, want in cases:
         lines = [{k: v for k, v in l.items() if v is not None} for l in lines]
