@@ -26,10 +26,13 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(PROXY_INC)
 LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-# Debian packages: build, unit tests, end-to-end tests.
+# Debian packages: build, unit tests, end-to-end tests. Node and npm (the
+# inspection tests' real clients) are taken from wherever they come from on
+# this machine (nodesource's nodejs carries its own npm, which Debian's npm
+# package would conflict with): Debian's are installed only when missing.
 DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
             libidn2-dev libunistring-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev zlib1g-dev libexpat1-dev libcmocka-dev \
-            python3 python3-pytest python3-prometheus-client python3-cryptography git dnsmasq-base iproute2 util-linux curl openssl \
+            python3 python3-pytest python3-prometheus-client python3-cryptography git ca-certificates dnsmasq-base iproute2 util-linux curl openssl \
             podman runc clang libclang-rt-14-dev
 
 LIB_SRC  := $(sort $(foreach d,$(ALLOWLIST_DIRS) $(filter-out proxy,$(PROXY_DIRS)),$(wildcard $(d)/*.c)))
@@ -139,6 +142,8 @@ deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \

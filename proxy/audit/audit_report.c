@@ -2,11 +2,13 @@
 #include "audit_report.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "addr.h"
+#include "allowlist.h"
 #include "host.h"
 #include "json.h"
 #include "netclass.h"
@@ -1418,8 +1420,9 @@ static bool nonpublic_literal(const sl_addr *a, char *why, size_t cap)
  * CONNECT, 0: plain HTTP), from sl_allowlist_suggest. False when no line
  * can be written: why says why, or is empty when nothing is to be said (a
  * cloud metadata address). nonpublic: the host was refused as
- * non_public_address somewhere in the logs. */
-static bool host_text(const dest *d, int kind, bool nonpublic, const sl_ports *connect_ports,
+ * non_public_address somewhere in the logs; no_port: what to say when the
+ * log gave no port. */
+static bool host_text(const dest *d, int kind, bool nonpublic, const char *no_port, const sl_ports *connect_ports,
                       const sl_ports *http_ports, char *line, size_t cap, char *why, size_t whycap)
 {
     char text[SL_HOST_MAX + 3];
@@ -1450,7 +1453,7 @@ static bool host_text(const dest *d, int kind, bool nonpublic, const sl_ports *c
         return false;
     }
     if (d->port < 1 || d->port > 65535) {
-        snprintf(why, whycap, "no port");
+        snprintf(why, whycap, "%s", d->port < 0 ? no_port : "no port");
         return false;
     }
     if (!sl_allowlist_suggest(&h, (int)d->port, kind == 1, connect_ports, http_ports, line, cap)) {
@@ -1467,64 +1470,26 @@ static bool rule_method(const char *m)
     return n >= 1 && n <= 32 && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == n;
 }
 
-/* A byte of a path (RFC 3986 pchar or '/'), '%' aside. */
-static bool path_byte(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("-._~!$&'()*+,;=:@/", c) != NULL);
-}
-
-/* A path segment [s, e) that is "." or "..", dots also as %2e. */
-static bool dot_segment(const char *s, const char *e)
-{
-    size_t dots = 0;
-    while (s < e) {
-        if (*s == '.')
-            s++;
-        else if (e - s >= 3 && s[0] == '%' && s[1] == '2' && (s[2] == 'e' || s[2] == 'E'))
-            s += 3;
-        else
-            return false;
-        dots++;
-    }
-    return dots == 1 || dots == 2;
-}
-
-/* The PATH of a rule for p[0..n), then '*' when star: only what a path
- * holds (RFC 3986), percent escapes of two hex digits, and nothing the gate
- * refuses as ambiguous (a request with it is never matched against rules,
- * so a log that says otherwise is not the gate's). A '*' of the path
+/* The PATH of a rule for p[0..n), then '*' when star. A '*' of the path
  * cannot be written literally: the path ends with '*' there and allows more
- * (*wider). NULL, with the text in out (cap > n + 1), or why not. */
+ * (*wider). What the gate refuses as ambiguous (sl_path_ambiguous, the
+ * rules' own check) gets no rule: a request with it is never matched, so a
+ * log that says otherwise is not the gate's. NULL, with the text in out
+ * (cap > n + 1), or why not. */
 static const char *rule_path(const char *p, size_t n, bool star, char *out, bool *wider)
 {
     if (n == 0 || p[0] != '/')
         return "not a path (it does not start with '/')";
-    size_t i = 0;
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c == '*') {
-            *wider = star = true;
-            break;
-        }
-        if (c == '%') {
-            int v = i + 2 < n ? (int)sl_hex_value(p + i + 1, 2) : -1;
-            if (v < 0)
-                return "the path has a bad percent escape";
-            if (v == 0 || v == '/' || v == '\\')
-                return "the path has an encoded '/', '\\' or NUL, which the gate refuses";
-            i += 2;
-        } else if (!path_byte(c)) {
-            return "the path has a byte that a rule cannot hold (a control byte, space, '#', '?', "
-                   "non-ASCII, ...)";
-        }
+    const char *at = memchr(p, '*', n);
+    if (at) {
+        n = (size_t)(at - p);
+        *wider = star = true;
     }
-    n = i;
-    for (size_t seg = 1, end; seg <= n; seg = end + 1) {
-        for (end = seg; end < n && p[end] != '/'; end++)
-            ;
-        if (dot_segment(p + seg, p + end))
-            return "the path has a dot segment, which the gate refuses";
+    const char *why = sl_path_ambiguous(p, n);
+    if (why) {
+        static _Thread_local char text[200];
+        snprintf(text, sizeof text, "the gate refuses such a path (%s)", why);
+        return text;
     }
     memcpy(out, p, n);
     if (star)
@@ -1572,10 +1537,9 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
             char host[300], why[200], path[PATH_KEEP + 2];
             bool wider = false;
             const char *bad = NULL;
-            if (d->port < 0)
-                bad = "its port is unknown: the tunnel's CONNECT line is in none of these logs";
-            else if (!host_text(d, kind, nonpublic[w->dest], connect_ports, http_ports, host, sizeof host, why,
-                                sizeof why))
+            if (!host_text(d, kind, nonpublic[w->dest],
+                           "its port is unknown: the tunnel's CONNECT line is in none of these logs", connect_ports,
+                           http_ports, host, sizeof host, why, sizeof why))
                 bad = why;
             else if (!rule_method(method))
                 bad = "not a method a rule can name (upper-case letters)";
@@ -1596,6 +1560,18 @@ static bool suggest_rules(const sl_report *r, const bool *nonpublic, const sl_po
             if (strlen(full) > SUGGEST_LINE_MAX) {
                 free(full);
                 skip(kv, nk, w->dest, (int64_t)i, n, "the rule would be longer than an allowlist line may be");
+                continue;
+            }
+            /* A line is proposed only if the gate would take it: a path the
+             * rules refuse as ambiguous (a hostile log can hold one the
+             * gate never let through) gets a note instead. */
+            char perr[200];
+            sl_allowlist *probe = sl_allowlist_new();
+            bool parses = probe && sl_allowlist_add_line(probe, full, strlen(full), "suggest", 1, perr, sizeof perr);
+            sl_allowlist_free(probe);
+            if (!parses) {
+                free(full);
+                skip(kv, nk, w->dest, (int64_t)i, n, "no request rule can be written for this path");
                 continue;
             }
             sugg *s = &sv[(*ns)++];
@@ -1699,8 +1675,8 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
             if (d->last_allowed[kind] > d->last_refused[kind])
                 continue;   /* allowed since: already in the allowlist */
             char line[300], why[200];
-            if (!host_text(d, kind, nonpublic[idx[i]], connect_ports, http_ports, line, sizeof line, why,
-                           sizeof why)) {
+            if (!host_text(d, kind, nonpublic[idx[i]], "no port", connect_ports, http_ports, line, sizeof line,
+                           why, sizeof why)) {
                 if (why[0])
                     skip(kv, &nk, idx[i], -1, n, why);
                 continue;

@@ -30,6 +30,10 @@
 #define RAW_IN_MAX (RECORD_MAX + 2048 + 5)  /* the biggest TLS 1.2 record on the wire */
 #define OUT_AHEAD RECORD_MAX                /* ciphertext queued in raw->out before `out` waits */
 
+/* Plaintext is decrypted here and copied: `in` gets blocks the size of what
+ * came, not of a record that might have (as in stream.c). */
+static _Thread_local unsigned char scratch[RECORD_MAX];
+
 typedef enum ts_phase { TS_HANDSHAKE, TS_OPEN, TS_DEAD } ts_phase;
 
 typedef struct tls_stream {
@@ -129,20 +133,15 @@ static void pump_in(tls_stream *ts)
         if (raw_before == 0 && sl_tls_pending(ts->tls) == 0 && !ts->raw->eof)
             return;   /* nothing to decrypt: wait for raw */
         size_t room = s->in_max - in_len(s);
-        if (room > RECORD_MAX)
-            room = RECORD_MAX;
-        struct evbuffer_iovec v;
-        if (evbuffer_reserve_space(s->in, (ev_ssize_t)room, &v, 1) < 1) {
+        if (room > sizeof scratch)
+            room = sizeof scratch;
+        size_t got = 0;
+        char err[140];
+        sl_tls_status st = sl_tls_read(ts->tls, scratch, room, &got, err, sizeof err);
+        if (got > 0 && evbuffer_add(s->in, scratch, got) != 0) {
             fail(ts, ENOMEM, "%s TLS: out of memory", side(ts));
             return;
         }
-        if (v.iov_len > room)
-            v.iov_len = room;
-        size_t got = 0;
-        char err[140];
-        sl_tls_status st = sl_tls_read(ts->tls, v.iov_base, v.iov_len, &got, err, sizeof err);
-        v.iov_len = got;
-        evbuffer_commit_space(s->in, &v, 1);
         if (out_len(ts->raw) > 0)
             sl_stream_flush(ts->raw);   /* an alert the session answered with */
         switch (st) {
@@ -412,6 +411,8 @@ static sl_stream *tls_stream_new(sl_stream *raw, bool server, sl_tls_server *srv
                      : sl_tls_connect(cli, host, ts_send, ts_recv, ts, err, sizeof err);
     if (!ts->tls)
         fail(ts, EPROTO, "%s TLS: %s", side(ts), err);   /* the owner hears it from the loop */
+    else if (raw->error)   /* told to the owner already, and raw will not say it again */
+        fail(ts, raw->error, "%s connection failed before the TLS handshake: %s", side(ts), strerror(raw->error));
     else
         arm_raw(ts);
     event_active(ts->kick, EV_TIMEOUT, 1);   /* the handshake starts from the loop */

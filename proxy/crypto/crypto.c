@@ -254,7 +254,9 @@ static void x509_time_str(const mbedtls_x509_time *t, char *buf, size_t cap)
 /* ---- what both sides share ---- */
 
 /* TLS 1.2, ECDHE with AEAD only. The leaves are ECDSA; the RSA suites are
- * for origins with RSA certificates. */
+ * for origins with RSA certificates. X25519 first: in mbedtls 2.28 it costs
+ * 2.6 ms of CPU a key exchange here, P-256 2.8 (the client's order decides
+ * on the server side). */
 static const int tls_suites[] = {
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
@@ -265,7 +267,7 @@ static const int tls_suites[] = {
     0,
 };
 static const mbedtls_ecp_group_id tls_curves[] = {
-    MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP384R1, MBEDTLS_ECP_DP_NONE,
+    MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_SECP384R1, MBEDTLS_ECP_DP_NONE,
 };
 static const char *tls_alpn[] = { "http/1.1", NULL };
 
@@ -1215,6 +1217,7 @@ struct sl_tls {
     sl_tls_server *srv;
     leaf *leaf;
     int sent_alert;           /* the last alert sluice sent in the clear, or -1 */
+    bool transport_ended;     /* recv said the peer's side has ended */
     /* server: the ClientHello gathered from its records into one */
     unsigned char *hello;     /* 5 + HELLO_MAX bytes while the handshake runs */
     unsigned char rec_hdr[5];
@@ -1255,6 +1258,8 @@ static int bio_recv(void *p, unsigned char *buf, size_t len)
     ssize_t n = t->recv(t->ctx, buf, len);
     if (n == 0)
         return MBEDTLS_ERR_SSL_WANT_READ;
+    if (n < 0)
+        t->transport_ended = true;
     return n < 0 ? 0 : (int)n;   /* 0: the peer's side has ended */
 }
 
@@ -1586,6 +1591,8 @@ sl_tls_status sl_tls_read(sl_tls *t, void *p, size_t n, size_t *got, char *err, 
             err[0] = '\0';
         return SL_TLS_CLOSED;
     }
+    if (r == 0 && !t->transport_ended)
+        return SL_TLS_WANT;   /* empty records: mbedtls returns 0 for two in a row too */
     if (r == 0) {   /* the transport ended without a close_notify */
         set_err(err, errcap, "the peer closed the connection without a TLS close_notify");
         return SL_TLS_CLOSED;

@@ -91,7 +91,8 @@ typedef enum sl_tls_status {
 sl_tls_status sl_tls_handshake(sl_tls *t, char *err, size_t errcap);
 /* Plaintext in: up to n bytes into p, *got says how many (DONE with
  * *got > 0, WANT with none yet, CLOSED at the end, FAIL). WANT can come
- * while ciphertext is still waiting (after a warning alert): call again
+ * while ciphertext is still waiting (after a warning alert or empty
+ * records): call again
  * while recv has bytes to give. */
 sl_tls_status sl_tls_read(sl_tls *t, void *p, size_t n, size_t *got, char *err, size_t errcap);
 /* Plaintext out: all n bytes are encrypted and given to send (DONE), or

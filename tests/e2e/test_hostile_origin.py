@@ -142,6 +142,11 @@ def test_bytes_from_the_idle_origin_while_the_next_request_is_resolving(sluice, 
         conn1.wait_script()
         if after != "reset":
             assert conn1.wait_closed(3.0), f"sluice kept the idle origin connection after it sent {after}"
+        else:
+            # The reset takes effect once the origin's reader thread lets go
+            # of the socket; sent later than sluice's check before reuse, a
+            # real reset would race it the same way.
+            wait_origin_side_ended(H1)
         slow_dns.release("h1.hostile.test")
         own_response(c, "/second")
         port = c.local_port

@@ -1,13 +1,14 @@
 """Request rules, [tls] and [credentials] as `sluice check` and a reload see
 them: errors name FILE:LINE, check prints the rules under their host and
 warns of shadowed entries, secrets are checked and never shown. No TLS is
-spoken here: the CA files only have to exist with the right modes."""
+spoken here, but the policy loads its CA, so the CA is a real one."""
 
 import os
 import secrets
 import subprocess
 
 from sluicetest.proc import render_ini, sanitizer_env
+from sluicetest.tlsmaterial import openssl_ca
 
 
 def _run(sluice_bin, *args):
@@ -22,10 +23,9 @@ def _no_sanitizer(r):
 
 
 def _ca(d):
-    (d / "ca").mkdir(exist_ok=True)
-    (d / "ca" / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
-    (d / "ca" / "ca.key").write_text("-----BEGIN EC PRIVATE KEY-----\n")
-    os.chmod(d / "ca" / "ca.key", 0o600)
+    """A real CA (an inspecting policy loads it), made with openssl."""
+    if not (d / "ca" / "ca.key").exists():   # one per test dir
+        openssl_ca(d / "ca")
 
 
 def _secret(d, name, value, mode=0o600):

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "credentials.h"
+#include "tls.h"
 
 #define MARK "S3CR3T-MARKER"
 
@@ -73,10 +74,19 @@ static void put(const char *dir, const char *name, const char *text, mode_t mode
 }
 
 /* A CA pair as config files (their contents are not read here). */
+/* A real CA (the policy loads it: an inspecting policy carries its CA),
+ * made once per run. */
+static char *ca_pem, *ca_key;
+
 static void put_ca(const char *dir)
 {
-    put(dir, "ca/ca.pem", "-----BEGIN CERTIFICATE-----\n", 0644);
-    put(dir, "ca/ca.key", "-----BEGIN EC PRIVATE KEY-----\n", 0600);
+    if (!ca_pem) {
+        char err[256];
+        if (!sl_tls_make_ca(30, NULL, 0, &ca_pem, &ca_key, err, sizeof err))
+            fail_msg("sl_tls_make_ca: %s", err);
+    }
+    put(dir, "ca/ca.pem", ca_pem, 0644);
+    put(dir, "ca/ca.key", ca_key, 0600);
 }
 
 static const char k_tls[] = "[tls]\nca_cert = ca/ca.pem\nca_key = ca/ca.key\n";
@@ -191,7 +201,7 @@ static void test_tls_keys(void **state)
     char dir[PATH_MAX], cfg[PATH_MAX + 16], want[PATH_MAX + 32];
     new_case_dir(dir, sizeof dir);
     put_ca(dir);
-    put(dir, "bundle.pem", "x", 0644);
+    put(dir, "bundle.pem", ca_pem, 0644);   /* any readable bundle */
     sl_policy *p = load_ini(dir,
                             "[policy]\nallow = GET example.org/*\n"
                             "[tls]\nca_cert = ca/ca.pem\nca_key = ca/ca.key\nupstream_ca = bundle.pem\n"

@@ -14,8 +14,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,13 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+/* <sanitizer/allocator_interface.h>, which Debian ships only with clang */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
+
+#include <mbedtls/net_sockets.h>
+#include <mbedtls/ssl.h>
 
 #include "stream.h"
 #include "tls.h"
@@ -419,6 +428,40 @@ static void test_in_max_bounds_plaintext(void **state)
     }
 }
 
+static size_t heap_in_use(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    return mallinfo2().uordblks;
+#endif
+}
+
+/* Plaintext that trickles in one byte a record costs what it holds, not a
+ * buffer block a record (a head that stalls byte by byte, 64 KiB of it). */
+static void test_one_byte_records_cost_their_bytes(void **state)
+{
+    (void)state;
+    peer p[2];
+    make_pair(p, cli, "upstream.test", srv, "upstream.test", 65536, 65536, NULL);
+    assert_true(run_until(both_settled, p, 10000));
+    p[1].consume = false;
+    size_t before = heap_in_use();
+    for (int i = 0; i < 20000; i++) {
+        evbuffer_add(p[0].s->out, "x", 1);
+        call_flush(&p[0]);   /* one record each */
+        if (i % 500 == 499)
+            run_for(1);
+    }
+    run_until(got_bytes, &(want_bytes){ &p[1], 1 << 30 }, 300);
+    assert_int_equal(evbuffer_get_length(p[1].s->in), 20000);
+    size_t grew = heap_in_use() - before;
+    if (grew > 40000)   /* 23,680 here; 65,664 with 16 KiB reservations a record */
+        fail_msg("20,000 bytes in one-byte records took %zu bytes of heap", grew);
+    peer_done(&p[0]);
+    peer_done(&p[1]);
+}
+
 /* A relay between the two sides that moves at most k bytes a loop pass,
  * so that records and the handshake arrive split at every size. */
 typedef struct relay {
@@ -539,6 +582,108 @@ static void test_close_notify_and_truncation(void **state)
     assert_non_null(strstr(p[1].failure, "client TLS"));
     peer_done(&p[0]);
     peer_done(&p[1]);
+}
+
+/* A record that does not decrypt is fatal, in words, on the side that got
+ * it; the alert it answers with is fatal on the other. */
+static void test_forged_record_fails_both_sides(void **state)
+{
+    (void)state;
+    peer p[2];
+    int fds[2];
+    make_pair(p, cli, "upstream.test", srv, "upstream.test", 65536, 65536, fds);
+    assert_true(run_until(both_settled, p, 10000));
+    send_check(&p[0], &p[1], 100, 100, 1);
+    unsigned char rec[5 + 40] = { 23, 3, 3, 0, 40 };
+    for (size_t i = 5; i < sizeof rec; i++)
+        rec[i] = (unsigned char)(i * 37);
+    assert_int_equal(send(fds[0], rec, sizeof rec, MSG_NOSIGNAL), (ssize_t)sizeof rec);
+    assert_true(run_until(errored, &p[1], 5000));
+    assert_int_equal(p[1].err, EPROTO);
+    assert_string_equal(p[1].failure, "client TLS: TLS error: verification of the message MAC failed");
+    assert_true(run_until(errored, &p[0], 5000));
+    assert_string_equal(p[0].failure, "upstream TLS: the peer sent alert bad_record_mac (20)");
+    assert_false(p[0].late_event || p[1].late_event);
+    peer_done(&p[0]);
+    peer_done(&p[1]);
+}
+
+/* A client of mbedtls' own (tests may use it to cross-check), blocking, in
+ * a thread: empty application-data records, which mbedtls_ssl_read alone
+ * reports as 0, its "transport closed" value. */
+static int fd_send(void *ctx, const unsigned char *b, size_t n)
+{
+    ssize_t r = send(*(int *)ctx, b, n, MSG_NOSIGNAL);
+    return r < 0 ? MBEDTLS_ERR_NET_SEND_FAILED : (int)r;
+}
+
+static int fd_recv(void *ctx, unsigned char *b, size_t n)
+{
+    ssize_t r = recv(*(int *)ctx, b, n, 0);
+    return r < 0 ? MBEDTLS_ERR_NET_RECV_FAILED : (int)r;
+}
+
+static int test_rng(void *ctx, unsigned char *b, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)rand();
+    return 0;
+}
+
+static void *empty_records_client(void *arg)
+{
+    int fd = *(int *)arg;
+    mbedtls_ssl_config conf;
+    mbedtls_ssl_context ssl;
+    mbedtls_ssl_config_init(&conf);
+    mbedtls_ssl_init(&ssl);
+    mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                MBEDTLS_SSL_PRESET_DEFAULT);
+    mbedtls_ssl_conf_authmode(&conf, MBEDTLS_SSL_VERIFY_NONE);
+    mbedtls_ssl_conf_rng(&conf, test_rng, NULL);
+    mbedtls_ssl_setup(&ssl, &conf);
+    mbedtls_ssl_set_hostname(&ssl, "upstream.test");
+    mbedtls_ssl_set_bio(&ssl, &fd, fd_send, fd_recv, NULL);
+    void *ret = (void *)1;
+    if (mbedtls_ssl_handshake(&ssl) == 0) {
+        for (int i = 0; i < 3; i++)
+            mbedtls_ssl_write(&ssl, (const unsigned char *)"", 0);
+        mbedtls_ssl_write(&ssl, (const unsigned char *)"after", 5);
+        mbedtls_ssl_close_notify(&ssl);
+        ret = NULL;
+    }
+    mbedtls_ssl_free(&ssl);
+    mbedtls_ssl_config_free(&conf);
+    shutdown(fd, SHUT_WR);
+    return ret;
+}
+
+static void test_empty_records_are_not_an_end(void **state)
+{
+    (void)state;
+    int f[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f), 0);
+    int cfd = f[0];
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, empty_records_client, &cfd), 0);
+    fcntl(f[1], F_SETFL, O_NONBLOCK);
+    peer p;
+    peer_init(&p);
+    p.s = sl_stream_tls_server(raw_stream(f[1]), srv, "upstream.test", 65536, on_event, &p);
+    want(&p, true);
+    assert_true(run_until(ended, &p, 10000));
+    void *r;
+    pthread_join(th, &r);
+    assert_null(r);
+    assert_int_equal(p.ready, 1);
+    assert_int_equal(p.errors, 0);
+    assert_int_equal(p.eofs, 1);
+    assert_string_equal(p.failure, "");   /* the close_notify, not a cut */
+    assert_int_equal(evbuffer_get_length(p.got), 5);
+    assert_memory_equal(evbuffer_pullup(p.got, -1), "after", 5);
+    peer_done(&p);
+    close(f[0]);
 }
 
 /* While want_read is false after READY nothing is read; then it all comes. */
@@ -925,6 +1070,25 @@ static void test_client_hello_larger_than_a_record(void **state)
     free(b);
 }
 
+/* A socket stream that has failed already (its ERROR went to the owner
+ * before the TLS stream existed) still ends in an ERROR. */
+static void test_raw_failed_before(void **state)
+{
+    (void)state;
+    int f[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, f), 0);
+    sl_stream *raw = raw_stream(f[1]);
+    raw->error = ECONNRESET;
+    peer p;
+    peer_init(&p);
+    p.s = sl_stream_tls_server(raw, srv, "upstream.test", 65536, on_event, &p);
+    assert_true(run_until(errored, &p, 2000));
+    assert_int_equal(p.err, ECONNRESET);
+    assert_non_null(strstr(p.failure, "client connection failed before the TLS handshake"));
+    peer_done(&p);
+    close(f[0]);
+}
+
 static void test_client_stops_mid_handshake(void **state)
 {
     (void)state;
@@ -982,6 +1146,51 @@ static void test_leaf_cache_bound_lru_and_reuse(void **state)
     assert_int_equal(sl_tls_server_made(sv), 3);
     sl_tls_free(accept_for(sv, "b.test"));
     assert_int_equal(sl_tls_server_made(sv), 4);
+    sl_tls_server_free(sv);
+}
+
+/* Workers share the cache: sessions made and freed from several threads at
+ * once, over more hosts than it holds. */
+typedef struct cache_worker {
+    sl_tls_server *sv;
+    int id;
+} cache_worker;
+
+static void *cache_hammer(void *arg)
+{
+    cache_worker *w = arg;
+    char host[32], err[200];
+    for (int i = 0; i < 150; i++) {
+        snprintf(host, sizeof host, "h%d.test", (i * 7 + w->id) % 10);
+        sl_tls *t = sl_tls_accept(w->sv, host, no_send, no_recv, NULL, err, sizeof err);
+        if (!t)
+            return (void *)1;
+        sl_tls *u = sl_tls_accept(w->sv, host, no_send, no_recv, NULL, err, sizeof err);
+        sl_tls_free(t);
+        sl_tls_free(u);
+    }
+    return NULL;
+}
+
+static void test_leaf_cache_shared_by_threads(void **state)
+{
+    (void)state;
+    char err[200];
+    sl_tls_server *sv = sl_tls_server_new(path("ca.pem"), path("ca.key"), 7, 4, err, sizeof err);
+    assert_non_null(sv);
+    pthread_t th[4];
+    cache_worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (cache_worker){ sv, i };
+        assert_int_equal(pthread_create(&th[i], NULL, cache_hammer, &w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        assert_null(r);
+    }
+    assert_int_equal(sl_tls_server_cached(sv), 4);
+    assert_true(sl_tls_server_made(sv) >= 10);
     sl_tls_server_free(sv);
 }
 
@@ -1158,8 +1367,11 @@ int main(void)
         cmocka_unit_test(test_handshake_then_bytes_both_ways),
         cmocka_unit_test(test_in_max_bounds_plaintext),
         cmocka_unit_test(test_every_split_size),
+        cmocka_unit_test(test_one_byte_records_cost_their_bytes),
         cmocka_unit_test(test_backpressure_keeps_plaintext_in_out),
         cmocka_unit_test(test_close_notify_and_truncation),
+        cmocka_unit_test(test_forged_record_fails_both_sides),
+        cmocka_unit_test(test_empty_records_are_not_an_end),
         cmocka_unit_test(test_want_read_false_holds_plaintext),
         cmocka_unit_test(test_free_inside_callbacks),
         cmocka_unit_test(test_wrong_name_from_sluice_leaf),
@@ -1177,7 +1389,9 @@ int main(void)
         cmocka_unit_test(test_client_sends_no_tls),
         cmocka_unit_test(test_client_hello_larger_than_a_record),
         cmocka_unit_test(test_client_stops_mid_handshake),
+        cmocka_unit_test(test_raw_failed_before),
         cmocka_unit_test(test_leaf_cache_bound_lru_and_reuse),
+        cmocka_unit_test(test_leaf_cache_shared_by_threads),
         cmocka_unit_test(test_evicted_leaf_in_use),
         cmocka_unit_test(test_leaf_near_expiry_is_remade),
         cmocka_unit_test(test_ca_key_readable_by_group_refused),

@@ -273,10 +273,15 @@ class InspectOrigins:
         except (OSError, ssl.SSLError, ValueError):
             pass
         finally:
-            try:
-                stream.close()
-            except OSError:
-                pass
+            # The makefile holds a reference to the socket: until it is
+            # closed too, stream.close() leaves the descriptor open, and a
+            # test told "closed" would race the FIN.
+            for f in (locals().get("rfile"), stream):
+                try:
+                    if f is not None:
+                        f.close()
+                except OSError:
+                    pass
             with self._cond:
                 self._open.discard(sock)
                 rec.closed = True

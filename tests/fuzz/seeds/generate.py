@@ -316,6 +316,18 @@ write("fuzz_audit_verify", "continued_only", b"\x01" + ("\n".join(lines2) + "\n"
 write("fuzz_audit_verify", "truncated", b"\x00" + log.encode()[:-40])
 tampered = log.replace("1234", "1235")
 write("fuzz_audit_verify", "tampered", b"\x00" + tampered.encode())
+# An inspected tunnel: its CONNECT, request lines (one with a hostile path), its close.
+I = [
+    '{"ts":"2025-01-01T00:01:00.000Z","event":"decision","id":"t1","client":"10.0.0.2:5010","method":"CONNECT","host":"api.example.org","port":443,"decision":"allow","reason":"inspected","rule":"allow.txt:2"',
+    '{"ts":"2025-01-01T00:01:01.000Z","event":"request","id":"t1","n":1,"method":"GET","host":"api.example.org","path":"/repos/acme/widgets","decision":"allow","reason":"rule","rule":"allow.txt:2","credential":"gh","status":200,"bytes_up":311,"bytes_down":1830,"duration_ms":41.2',
+    '{"ts":"2025-01-01T00:01:02.000Z","event":"request","id":"t1","n":2,"method":"PUT","host":"api.example.org","path":"/repos/acme/widgets/x","decision":"deny","reason":"rule_not_matched","status":403,"suggest":"PUT api.example.org/repos/acme/widgets/x"',
+    '{"ts":"2025-01-01T00:01:03.000Z","event":"request","id":"t1","n":3,"method":"GET","host":"api.example.org","path":"/a*b/\\u001b[2J/c%2F","decision":"deny","reason":"rule_not_matched","status":403',
+    '{"ts":"2025-01-01T00:01:04.000Z","event":"close","id":"t1","bytes_up":900,"bytes_down":4000,"duration_ms":99.0,"end":"client_eof"',
+    '{"ts":"2025-01-01T00:01:05.000Z","event":"decision","id":"p1","client":"10.0.0.2:5011","method":"GET","host":"api.example.org","port":80,"decision":"deny","reason":"rule_not_matched","path":"/plain"',
+]
+ilines, _, _ = chained(I)
+write("fuzz_audit_line", "inspected", "\n".join(ilines) + "\n")
+write("fuzz_audit_verify", "inspected", b"\x00" + ("\n".join(ilines) + "\n").encode())
 
 # ---- configs (fuzz_util.h file form) ------------------------------------------------
 reset("fuzz_config")
