@@ -24,7 +24,7 @@ import re
 
 from . import net, rules
 from .gen import POISON
-from .http import parse_requests
+from .http import count_responses, parse_requests
 from .pki import BAD_CERTS
 from .tlsbits import params_problem, sni_of
 
@@ -383,12 +383,14 @@ class Oracle:
             bad = params_problem(t.get("version"), t.get("cipher"), t.get("alpn"))
             if bad:
                 out.append(Violation("client_tls_params", f"client :{r.local_port}: the gate agreed to {bad}"))
-        # An origin sluice could not verify: the first answer inside is its 502.
+        # An origin sluice could not verify: the first answer inside is its
+        # 502 (or the parser's refusal of a head that is no request).
         failed = [self.decisions[lid] for lid in self.ids_by_client.get(r.local_port, ())
                   if self.decisions[lid].get("reason") == "upstream_tls_failed"]
-        if failed and b"\r\n\r\n" in r.plain and (
-                not r.plain.startswith(b"HTTP/1.1 502 ") or
-                b"\r\nSluice-Decision: deny; reason=upstream_tls_failed\r\n" not in r.plain.split(b"\r\n\r\n")[0] + b"\r\n"):
+        head = bytes(r.plain.split(b"\r\n\r\n")[0]) + b"\r\n"
+        if failed and b"\r\n\r\n" in r.plain and not (
+                (head.startswith(b"HTTP/1.1 502 ") and b"\r\nSluice-Decision: deny; reason=upstream_tls_failed\r\n" in head)
+                or (head[9:10] == b"4" and b"\r\nSluice-Decision: deny; reason=bad_request\r\n" in head)):
             out.append(Violation("upstream_tls_failed_not_502", f"client :{r.local_port}'s tunnel failed with the "
                                  f"origin ({failed[0].get('detail')}); its first answer inside: {bytes(r.plain[:200])!r}"))
         # What the client sent inside, for the differential check at the origins.
@@ -398,12 +400,24 @@ class Oracle:
             for q in reqs:
                 if q.complete:
                     self.sent_reqs[(host, q.method, q.target, _body_key(q.body))] += 1
-            # At most one request line per head the client sent.
+            # At most one request line per head the client sent, and at
+            # least one per answer it got inside.
             heads = r.plain_sent.count(b"\r\n\r\n") + r.plain_sent.count(b"\n\n") + 1
+            answers = count_responses(r.plain, [q.method for q in reqs])
             for lid in self.ids_by_client.get(r.local_port, ()):
+                if lid not in self.tunnels:
+                    continue
                 if self.req_lines[lid] > heads:
                     out.append(Violation("request_lines_over_sent", f"tunnel {lid} has {self.req_lines[lid]} "
                                          f"request lines for at most {heads} heads"))
+                # An allowed request's line is written when it ends: all of
+                # them are in once the tunnel's close line is (a refusal's
+                # line goes out before its reply).
+                done = self.closes[lid] > 0 or self.decisions[lid].get("decision") != "allow"
+                if done and answers > self.req_lines[lid]:
+                    out.append(Violation("answer_without_request_line",
+                                         f"client :{r.local_port} got {answers} answers in tunnel {lid}, which "
+                                         f"has {self.req_lines[lid]} request lines: {bytes(r.plain[:300])!r}"))
         return out
 
     def missing_closes(self, ports):

@@ -65,6 +65,60 @@ def _parse_chunked(buf, pos, parts=None):
         total += size
 
 
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?")
+
+
+def count_responses(buf, methods):
+    """How many final responses (their whole heads) a client got, paired in
+    order with the methods of the requests it sent; counting stops where
+    the framing is not certain (a body to the close, a bad head)."""
+    pos, n, i = 0, 0, 0
+    while True:
+        he = buf.find(b"\r\n\r\n", pos)
+        if he < 0:
+            return n
+        lines = bytes(buf[pos:he]).split(b"\r\n")
+        m = _STATUS_LINE.fullmatch(lines[0])
+        if not m:
+            return n
+        code = int(m.group(1))
+        hdrs = {}
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(b":")
+            if not sep:
+                return n
+            hdrs.setdefault(k.strip().lower(), []).append(v.strip().lower())
+        pos = he + 4
+        if code == 101:
+            return n
+        if code < 200:
+            continue
+        n += 1
+        if i >= len(methods):
+            return n
+        method = methods[i]
+        i += 1
+        if method == "HEAD" or code in (204, 304):
+            continue
+        if b"transfer-encoding" in hdrs:
+            if hdrs[b"transfer-encoding"][-1] != b"chunked":
+                return n
+            try:
+                r = _parse_chunked(buf, pos)
+            except ValueError:
+                return n
+            if r is None:
+                return n
+            pos = r[0]
+        elif b"content-length" in hdrs and len(set(hdrs[b"content-length"])) == 1 and \
+                hdrs[b"content-length"][0].isdigit():
+            pos += int(hdrs[b"content-length"][0])
+            if pos > len(buf):
+                return n
+        else:
+            return n
+
+
 def parse_requests(buf):
     """(requests, status, end): status is 'ok' (ends at a message boundary),
     'partial' (ends inside a message) or 'bad: ...' (bytes that are not a

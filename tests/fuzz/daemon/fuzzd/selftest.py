@@ -151,6 +151,8 @@ def pure_inspect_checks():
     answered = _Client(bytearray())
     answered.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
     failed = dict(tunnel, decision="deny", reason="upstream_tls_failed", detail="upstream TLS: expired")
+    two = _Client(bytearray(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\n\r\n".encode() * 2))
+    two.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 2)
     cases = [
         ("a clean tunnel", [tunnel, req], [conn(head)], [sent], set()),
         ("a request sent once reaches the origin twice", [tunnel, req, dict(req, n=2)], [conn(head * 2)], [sent],
@@ -173,6 +175,7 @@ def pure_inspect_checks():
         ("the gate agreed to TLS 1.3 with a client", [], [], [tls13], {"client_tls_params"}),
         ("a tunnel whose origin failed TLS answers 200 inside", [failed], [], [answered],
          {"upstream_tls_failed_not_502"}),
+        ("two answers in a tunnel with one request line", [tunnel, req], [], [two], {"answer_without_request_line"}),
     ]
     for what, lines, conns, clients, want in cases:
         lines = [{k: v for k, v in l.items() if v is not None} for l in lines]
