@@ -175,7 +175,8 @@ def pure_inspect_checks():
         ("the gate agreed to TLS 1.3 with a client", [], [], [tls13], {"client_tls_params"}),
         ("a tunnel whose origin failed TLS answers 200 inside", [failed], [], [answered],
          {"upstream_tls_failed_not_502"}),
-        ("two answers in a tunnel with one request line", [tunnel, req], [], [two], {"answer_without_request_line"}),
+        ("two answers in a tunnel with one request line",
+         [tunnel, req, {"event": "close", "id": "t1", "end": "client_eof"}], [], [two], {"answer_without_request_line"}),
     ]
     for what, lines, conns, clients, want in cases:
         lines = [{k: v for k, v in l.items() if v is not None} for l in lines]
