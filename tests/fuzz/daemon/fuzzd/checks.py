@@ -388,11 +388,14 @@ class Oracle:
         failed = [self.decisions[lid] for lid in self.ids_by_client.get(r.local_port, ())
                   if self.decisions[lid].get("reason") == "upstream_tls_failed"]
         head = bytes(r.plain.split(b"\r\n\r\n")[0]) + b"\r\n"
+        refused = _DENY_HDR.search(head)
+        reason = refused.group(1) if refused else None
         if failed and b"\r\n\r\n" in r.plain and not (
-                (head.startswith(b"HTTP/1.1 502 ") and b"\r\nSluice-Decision: deny; reason=upstream_tls_failed\r\n" in head)
-                or (head[9:10] == b"4" and b"\r\nSluice-Decision: deny; reason=bad_request\r\n" in head)):
-            out.append(Violation("upstream_tls_failed_not_502", f"client :{r.local_port}'s tunnel failed with the "
-                                 f"origin ({failed[0].get('detail')}); its first answer inside: {bytes(r.plain[:200])!r}"))
+                (head.startswith(b"HTTP/1.1 502 ") and reason == b"upstream_tls_failed") or
+                (head.startswith(b"HTTP/1.1 4") and reason == b"bad_request")):
+            out.append(Violation("upstream_tls_failed_not_502",
+                                 f"client :{r.local_port}'s tunnel failed with the origin ({failed[0].get('detail')}); "
+                                 f"its first answer inside: {bytes(r.plain[:200])!r}"))
         # What the client sent inside, for the differential check at the origins.
         if r.plain_sent:
             host = norm_host(r.tunnel_host)
@@ -544,7 +547,8 @@ class Oracle:
                                      f"no inspected allow line names {host}:{c.port}"))
             rule, why = self._expected_rule(host, r.method, rules.split_target(r.target))
             if not r.target.startswith("/") or rule is None:
-                out.append(Violation("origin_request_unlisted", f"{r} reached {where} in TLS: {why or 'not origin-form'}"))
+                out.append(Violation("origin_request_unlisted",
+                                     f"{r} reached {where} in TLS: {why or 'not origin-form'}"))
             self.used_tls_reqs[(host, c.port)] += 1
             if self.used_tls_reqs[(host, c.port)] > self.allow_req_by_host[(host, c.port)]:
                 out.append(Violation("origin_request_without_allow",

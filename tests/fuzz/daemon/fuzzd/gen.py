@@ -662,15 +662,12 @@ def origin_table(rng, ctx, dns):
                 continue    # the default behaviour
             k = rng.choice([1, 1, 2, 3])
             if port in net.HTTP_PORTS:
-                mk = http_script
+                make = lambda: {"ops": http_script(rng, ctx.k)}
             elif s in tls_slots and rng.random() < 0.9:
-                mk = gen_inspect.tls_script
+                make = lambda: gen_inspect.tls_script(rng, ctx.k)
             else:
-                mk = tunnel_script
-            table[f"{s}:{port}"] = [dict(mk(rng, ctx.k), rcvbuf=0 if not ctx.odd(0.07) else 2048)
-                                    if mk is gen_inspect.tls_script else
-                                    dict(ops=mk(rng, ctx.k), rcvbuf=0 if not ctx.odd(0.07) else 2048)
-                                    for _ in range(k)]
+                make = lambda: {"ops": tunnel_script(rng, ctx.k)}
+            table[f"{s}:{port}"] = [dict(make(), rcvbuf=0 if not ctx.odd(0.07) else 2048) for _ in range(k)]
     return table
 
 

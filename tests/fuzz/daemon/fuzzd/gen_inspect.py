@@ -160,7 +160,8 @@ def _refused_request(rng, name, port, zone):
         return f"GET {rng.choice(_AMBIGUOUS)} HTTP/1.1\r\nHost: {auth}\r\n\r\n"
     if zone == "i1.fuzz.test":
         return f"{rng.choice(['POST', 'PUT', 'DELETE'])} /x HTTP/1.1\r\nHost: {auth}\r\nContent-Length: 2\r\n\r\nhi"
-    return f"{rng.choice(['GET', 'DELETE'])} /{rng.choice(['other', 'pub/x.bin', 'upx'])} HTTP/1.1\r\nHost: {auth}\r\n\r\n"
+    path = rng.choice(["/other", "/pub/x.bin", "/upx"])
+    return f"{rng.choice(['GET', 'DELETE'])} {path} HTTP/1.1\r\nHost: {auth}\r\n\r\n"
 
 
 def _serve(rng, n, after_last=None):

@@ -524,7 +524,8 @@ class Runner:
         err = self.daemon.new_stderr()
         if self.inspect and self.secret in err:
             i = err.find(self.secret)
-            out.append(checks.Violation("secret_leaked", f"sluice's stderr has the secret: ...{err[max(0, i - 300):i]}"))
+            out.append(checks.Violation("secret_leaked",
+                                        f"sluice's stderr has the secret: ...{err[max(0, i - 300):i]}"))
         if sanitizer_report(err) or not self.daemon.alive():
             if not self.daemon.alive():
                 await asyncio.sleep(0.3)

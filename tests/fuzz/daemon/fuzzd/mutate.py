@@ -178,7 +178,8 @@ def mutate(parent, corpus, seed):
         elif op == "otls":
             keys = [k for k, v in c["origins"].items() if any(isinstance(s_.get("tls"), dict) for s_ in v)]
             if keys:
-                script = rng.choice([s_ for s_ in c["origins"][rng.choice(sorted(keys))] if isinstance(s_.get("tls"), dict)])
+                scripts = c["origins"][rng.choice(sorted(keys))]
+                script = rng.choice([s_ for s_ in scripts if isinstance(s_.get("tls"), dict)])
                 t = script["tls"]
                 r = rng.random()
                 if r < 0.5:

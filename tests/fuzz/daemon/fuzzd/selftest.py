@@ -3,7 +3,6 @@ that breaks one property on purpose and requires the checks to say so.
 (A check that passes everything would make a clean fuzzing run mean
 nothing.) run.py --self-test runs them all."""
 
-import collections
 import copy
 import subprocess
 from pathlib import Path
@@ -140,8 +139,9 @@ def pure_inspect_checks():
     class _Client:
         def __init__(self, sent):
             self.local_port, self.received, self.plain, self.plain_sent = 40000, bytearray(), bytearray(), sent
-            self.tls, self.tunnel_host, self.outcome = {"state": "done", "version": "TLSv1.2",
-                                                        "cipher": ("ECDHE-ECDSA-AES128-GCM-SHA256",), "alpn": None}, name, "eof"
+            self.tls = {"state": "done", "version": "TLSv1.2", "cipher": ("ECDHE-ECDSA-AES128-GCM-SHA256",),
+                        "alpn": None}
+            self.tunnel_host, self.outcome = name, "eof"
 
     sent = _Client(bytearray(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()))
     expired = conn(b"")
@@ -176,7 +176,8 @@ def pure_inspect_checks():
         ("a tunnel whose origin failed TLS answers 200 inside", [failed], [], [answered],
          {"upstream_tls_failed_not_502"}),
         ("two answers in a tunnel with one request line",
-         [tunnel, req, {"event": "close", "id": "t1", "end": "client_eof"}], [], [two], {"answer_without_request_line"}),
+         [tunnel, req, {"event": "close", "id": "t1", "end": "client_eof"}], [], [two],
+         {"answer_without_request_line"}),
     ]
     for what, lines, conns, clients, want in cases:
         lines = [{k: v for k, v in l.items() if v is not None} for l in lines]
