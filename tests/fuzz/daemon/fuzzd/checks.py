@@ -18,6 +18,7 @@ whose certificate sluice must refuse completes no handshake and gets no
 plaintext; the secret appears in no log line, reply or plain connection."""
 
 import collections
+import datetime
 import hashlib
 import ipaddress
 import re
@@ -98,6 +99,14 @@ def allowlisted(host, port, connect):
 def never_listed(name):
     """Names no entry covers on any port: DNS must never be asked about them."""
     return name.endswith(".no.fuzz.test")
+
+
+def _line_time(l):
+    try:
+        return datetime.datetime.strptime(l.get("ts", ""), "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _body_key(body):
@@ -383,10 +392,12 @@ class Oracle:
             bad = params_problem(t.get("version"), t.get("cipher"), t.get("alpn"))
             if bad:
                 out.append(Violation("client_tls_params", f"client :{r.local_port}: the gate agreed to {bad}"))
+        # This connection's lines: its port may have served an earlier client.
+        mine = [lid for lid in self.ids_by_client.get(r.local_port, ())
+                if _line_time(self.decisions[lid]) >= getattr(r, "wall_start", 0) - 0.05]
         # An origin sluice could not verify: the first answer inside is its
         # 502 (or the parser's refusal of a head that is no request).
-        failed = [self.decisions[lid] for lid in self.ids_by_client.get(r.local_port, ())
-                  if self.decisions[lid].get("reason") == "upstream_tls_failed"]
+        failed = [self.decisions[lid] for lid in mine if self.decisions[lid].get("reason") == "upstream_tls_failed"]
         head = bytes(r.plain.split(b"\r\n\r\n")[0]) + b"\r\n"
         refused = _DENY_HDR.search(head)
         reason = refused.group(1) if refused else None
@@ -407,7 +418,7 @@ class Oracle:
             # least one per answer it got inside.
             heads = r.plain_sent.count(b"\r\n\r\n") + r.plain_sent.count(b"\n\n") + 1
             answers = count_responses(r.plain, [q.method for q in reqs])
-            for lid in self.ids_by_client.get(r.local_port, ()):
+            for lid in mine:
                 if lid not in self.tunnels:
                     continue
                 if self.req_lines[lid] > heads:

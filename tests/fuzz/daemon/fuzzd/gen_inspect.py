@@ -10,7 +10,10 @@ split it) and which has a "tls" object for what follows the 200:
    "raw": DATA instead of a handshake (garbage after the 200) or null,
    "data": the plaintext stream inside, "writes": its splits (as CLIENT's),
    "cut": {"at": ciphertext offset, "kind": rst|close|shut|hold} or null,
-   "notify": send close_notify after the plaintext}
+   "notify": send close_notify after the plaintext,
+   "resume": "same" | "other": offer the TLS session of an earlier tunnel to
+     this host or to another one (sluice issues session tickets),
+   "flip": [N...]: flip a bit N bytes before the ClientHello's end}
 
 The CLIENT's "end" ("at" a plaintext offset), "stop_read" (plaintext
 bytes), "rcvbuf" and "wait_ms" keep their meaning.
@@ -91,6 +94,10 @@ def tls_spec(rng, ctx, name, plain):
                                gen.client_hello(rng, name).decode("latin-1")[:rng.randint(5, 80)]])
     if ctx.odd(0.12):
         t["cut"] = _cut(rng)
+    if rng.random() < 0.15:
+        t["resume"] = rng.choice(["same", "same", "other"])
+    if ctx.odd(0.05):
+        t["flip"] = [rng.randint(1, 300) for _ in range(rng.choice([1, 1, 2, 4]))]
     return t
 
 
@@ -129,7 +136,7 @@ def tls_script(rng, k=1.0, cert=None):
 
 # ---- scenarios ------------------------------------------------------------------
 
-KINDS = ["keepalive", "reconnect", "badcert", "refused", "plain", "hostile_tls", "upload"]
+KINDS = ["keepalive", "reconnect", "badcert", "refused", "plain", "hostile_tls", "upload", "resume"]
 
 
 def _allowed_request(rng, name, port, zone, i, body=None, extra=""):
@@ -242,6 +249,13 @@ def scenario(rng, ctx, seed):
         else:           # the client's handshake
             t_extra.update(rng.choice([{"records": rng.randint(2, 5)}, {"alpn": ["h2"]}, {"alpn": None},
                                        {"raw": gen._garbage(rng, 100)}, {"sni": None}]))
+    elif kind == "resume":
+        # A second tunnel to the host offers the first one's TLS session
+        # (or another host's, or a ticket with a bit flipped).
+        second = {"resume": rng.choice(["same", "same", "other"])}
+        if rng.random() < 0.3:
+            second["flip"] = [rng.randint(1, 300)]
+        t_extra["second"] = second
     elif kind == "upload":
         big = gen._text(rng, rng.choice([2000, 70000, 300000]))
         zone, name = "i2.fuzz.test", name.replace(".i1.", ".i2.")
@@ -257,12 +271,21 @@ def scenario(rng, ctx, seed):
         writes = [[1000, 0], [1000, 20], [len(big), 10]]
     plain = "".join(reqs)
     head = f"CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"
+    second = t_extra.pop("second", None)
     t = {"host": name, "sni": "@", "alpn": ["http/1.1"], "records": 1, "raw": None, "data": plain,
          "writes": writes, "cut": None, "notify": rng.random() < 0.3}
     t.update(t_extra)
     cl = {"start_ms": 0, "data": head, "bulk": 0, "writes": [], "end": end, "tls": t, "stop_read": -1,
           "rcvbuf": 0, "wait_ms": rng.choice([400, 800])}
     clients = [cl]
+    if second:
+        again = copy.deepcopy(cl)
+        again["start_ms"] = rng.choice([150, 300])
+        again["tls"].update(second, data=_allowed_request(rng, name, port, zone, 5))
+        clients.append(again)
+        for s in scripts:
+            s["ops"] += _serve(rng, 1)
+        scripts.append({"tls": {"cert": "good"}, "ops": _serve(rng, 2)})
     if rng.random() < 0.3:      # someone else at the same time
         other = gen.Ctx(rng)
         other.k = rng.choice([0.0, 1.0, 2.5])

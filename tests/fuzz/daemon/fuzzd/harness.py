@@ -106,6 +106,7 @@ class Runner:
         self.pki = None
         # The credential's secret: distinctive, fresh each run, never to be seen.
         self.secret = "fzS3cr3t" + os.urandom(12).hex()
+        self.tls_sessions = collections.OrderedDict()   # host -> its tunnels' last TLS session
 
     # --- set-up --------------------------------------------------------------
     async def setup(self):
@@ -410,7 +411,8 @@ class Runner:
                     spec = copy.deepcopy(spec)
                     spec["tls"]["sni"] = _NONCE_RE.sub(nonce, t["sni"])
                 return await run_tls_client(self.loop, spec, self.daemon.port, data, plain, host,
-                                            self.gate_ca_pem if self.gate_tls else None)
+                                            self.gate_ca_pem if self.gate_tls else None,
+                                            sessions=self.tls_sessions)
             return await run_client(self.loop, spec, self.daemon.port, data)
 
         results = await asyncio.gather(*(one(s) for s in case.get("clients", [])))

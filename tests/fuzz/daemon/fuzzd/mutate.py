@@ -169,12 +169,14 @@ def mutate(parent, corpus, seed):
                 clients[rng.randrange(len(clients))] = gen_inspect.client(rng, ctx)
             else:
                 t = rng.choice(tc)["tls"]
-                key = rng.choice(["sni", "alpn", "records", "raw", "notify"])
+                key = rng.choice(["sni", "alpn", "records", "raw", "notify", "resume", "flip"])
                 t[key] = {"sni": lambda: rng.choice(["@", "@", None, ctx.name(), t.get("host", "").upper()]),
                           "alpn": lambda: rng.choice([["http/1.1"], None, ["h2"], ["h2", "http/1.1"]]),
                           "records": lambda: rng.choice([1, 2, 3, 5]),
                           "raw": lambda: None if t.get("raw") is not None else gen._garbage(rng, rng.randint(1, 200)),
-                          "notify": lambda: not t.get("notify")}[key]()
+                          "notify": lambda: not t.get("notify"),
+                          "resume": lambda: rng.choice([None, "same", "other"]),
+                          "flip": lambda: [rng.randint(1, 300) for _ in range(rng.choice([0, 1, 2]))]}[key]()
         elif op == "otls":
             keys = [k for k, v in c["origins"].items() if any(isinstance(s_.get("tls"), dict) for s_ in v)]
             if keys:

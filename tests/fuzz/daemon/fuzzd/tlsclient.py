@@ -19,6 +19,29 @@ from .pki import client_context
 from .tlsbits import refragment
 
 
+_CONTEXTS = {}
+
+
+def _context(key):
+    """One client context per (gate CA, ALPN, name check): the ssl module
+    resumes a session only with the context that made it."""
+    if key not in _CONTEXTS:
+        if len(_CONTEXTS) > 32:
+            _CONTEXTS.clear()
+        _CONTEXTS[key] = client_context(key[0], key[1], key[2])
+    return _CONTEXTS[key]
+
+
+def _flip(flight, offsets):
+    """The ClientHello with a bit flipped at each offset counted back from
+    its end (where the extensions are: a session ticket among them)."""
+    b = bytearray(flight)
+    for off in offsets:
+        if 0 < int(off) <= len(b) - 9:
+            b[len(b) - int(off)] ^= 1 << (int(off) % 8)
+    return bytes(b)
+
+
 def _names_match(cert, host):
     h = host.lower().rstrip(".")
     for kind, n in (cert or {}).get("subjectAltName", ()):
@@ -32,10 +55,12 @@ class _Cut(Exception):
     """The ciphertext reached the case's cut offset."""
 
 
-async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=None):
+async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=None, sessions=None):
     """head: the CONNECT request (bytes); plain: the plaintext stream for
     inside the tunnel; host: the CONNECT host (for SNI '@'); until: stop
-    waiting for the end once until(plaintext received) holds."""
+    waiting for the end once until(plaintext received) holds; sessions:
+    host -> the last TLS session a tunnel to it got, for tls "resume"
+    ("same": this host's, "other": another host's)."""
     t = spec.get("tls") or {}
     r = ClientResult()
     r.plain = bytearray()
@@ -158,8 +183,16 @@ async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=Non
         # drop it): for such an SNI the leaf's name is checked by hand below.
         check = bool(name) and name.lower() == host.lower()
         by_hand = bool(name) and not check and name.lower().rstrip(".") == host.lower().rstrip(".")
+        key = (gate_ca, tuple(t["alpn"]) if t.get("alpn") else None, check)
+        session = None
+        if t.get("resume") and sessions:
+            others = [h for h in sessions if h != host]
+            pick = host if t["resume"] == "same" else (others[-1] if others else None)
+            if pick in sessions:
+                key, session = sessions[pick]   # a session goes with the context that made it
+                r.tls["offered_session_of"] = pick
         try:
-            obj = client_context(gate_ca, t.get("alpn"), check).wrap_bio(inc, out, server_hostname=name or None)
+            obj = _context(key).wrap_bio(inc, out, server_hostname=name or None, session=session)
         except (ValueError, ssl.SSLError) as e:
             r.tls.update(state="bad_sni", error=str(e)[:200])
             raise _Done()
@@ -175,6 +208,7 @@ async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=Non
             except ssl.SSLWantReadError:
                 flight = out.read()
                 if first:
+                    flight = _flip(flight, t.get("flip") or [])
                     flight = refragment(flight, int(t.get("records", 1)))
                     first = False
                 await send(flight)
@@ -202,7 +236,11 @@ async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=Non
                 raise _Done()
         state["hs"] = True
         r.tls.update(state="done", version=obj.version(), cipher=obj.cipher(),
-                     alpn=obj.selected_alpn_protocol())
+                     alpn=obj.selected_alpn_protocol(), resumed=obj.session_reused)
+        if sessions is not None and obj.session is not None:
+            sessions[host] = (key, obj.session)
+            while len(sessions) > 64:
+                sessions.pop(next(iter(sessions)))
         if by_hand and not _names_match(obj.getpeercert(), host):
             r.tls["verify_error"] = f"the leaf does not name {host}: {obj.getpeercert().get('subjectAltName')}"
 
