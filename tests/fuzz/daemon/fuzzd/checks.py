@@ -392,6 +392,11 @@ class Oracle:
             bad = params_problem(t.get("version"), t.get("cipher"), t.get("alpn"))
             if bad:
                 out.append(Violation("client_tls_params", f"client :{r.local_port}: the gate agreed to {bad}"))
+            # RFC 6066 3: no resumption of a session made under another server name.
+            if t.get("resumed") and norm_host(t.get("offered_session_of") or "") != norm_host(r.tunnel_host):
+                out.append(Violation("resumed_across_hosts", f"client :{r.local_port}'s tunnel to {r.tunnel_host} "
+                                     f"resumed the session of a tunnel to {t.get('offered_session_of')}: it got "
+                                     f"no certificate for {r.tunnel_host}"))
         # This connection's lines: its port may have served an earlier client.
         mine = [lid for lid in self.ids_by_client.get(r.local_port, ())
                 if _line_time(self.decisions[lid]) >= getattr(r, "wall_start", 0) - 0.05]

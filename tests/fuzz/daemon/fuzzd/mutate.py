@@ -220,7 +220,12 @@ def mutate(parent, corpus, seed):
             if ops and r < 0.3:
                 ops.pop(rng.randrange(len(ops)))
             elif ops and r < 0.6:
-                ops.insert(rng.randrange(len(ops) + 1), copy.deepcopy(rng.choice(ops)))
+                # A copy moves its bytes after other responses, perhaps one
+                # whose body runs to the close: its poison would be that body.
+                dup = copy.deepcopy(rng.choice(ops))
+                if dup.get("op") == "send":
+                    dup["d"] = dup.get("d", "").replace(gen.POISON, "P0IS0N-")
+                ops.insert(rng.randrange(len(ops) + 1), dup)
             else:
                 ops.insert(rng.randrange(len(ops) + 1),
                            rng.choice([{"op": "rst"}, {"op": "shut"}, {"op": "stall"}, {"op": "close"},
