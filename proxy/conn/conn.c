@@ -150,6 +150,8 @@ static void on_timeout(conn *c)
             conn_close(c, "idle_timeout");   /* a keep-alive client that sent nothing more */
             return;
         }
+        if (c->in)
+            c->in->n++;   /* a request was begun: its line has the next n */
         conn_refuse(c, 408, "bad_request", "The request head did not arrive within %d ms.",
                     c->pol->header_ms);
         return;
@@ -453,8 +455,8 @@ void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct times
 
 static void linger_if_flushed(conn *c)
 {
-    if (c->x.lingering || evbuffer_get_length(c->cli->out) > 0)
-        return;
+    if (c->x.lingering || !sl_stream_flushed(c->cli))
+        return;   /* a TLS stream's last records may still wait for the socket */
     c->x.lingering = true;
     sl_stream_shutdown(c->cli);
     evbuffer_drain(c->cli->in, evbuffer_get_length(c->cli->in));

@@ -2,6 +2,7 @@
  * the target host and port, and for plain HTTP the head to send upstream. */
 #include <event2/buffer.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -20,6 +21,12 @@ static void copy_method(conn *c, const sl_http_head *h)
  * JSON writer escapes it. */
 static void record_raw_target(conn *c, sl_span t)
 {
+    if (c->in) {
+        /* Inside a tunnel the host is the tunnel's: the target goes in path. */
+        free(c->x.path);
+        c->x.path = strndup(t.p, t.len < 1024 ? t.len : 1024);
+        return;
+    }
     size_t n = t.len < SL_HOST_MAX ? t.len : SL_HOST_MAX;
     memcpy(c->x.host.name, t.p, n);
     c->x.host.name[n] = '\0';

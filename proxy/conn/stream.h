@@ -22,10 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/buffer.h>
+
 #include "tls.h"
 
 struct event_base;
-struct evbuffer;
 
 typedef enum sl_stream_event {
     SL_STREAM_READ,     /* new bytes in `in` */
@@ -56,6 +57,10 @@ typedef struct sl_stream_ops {
      * sockets); the stream no longer closes it. `in` and `out` stay. */
     int (*release_fd)(sl_stream *s);
     void (*free)(sl_stream *s);
+    /* Whether all that was queued has been handed to the kernel; NULL: when
+     * `out` is empty (a socket). A TLS stream's `out` empties into records
+     * that may still wait below it. */
+    bool (*flushed)(sl_stream *s);
 } sl_stream_ops;
 
 struct sl_stream {
@@ -108,5 +113,12 @@ static inline bool sl_stream_pending(sl_stream *s) { return s->ops->pending(s); 
 static inline int sl_stream_fd(const sl_stream *s) { return s->ops->fd(s); }
 static inline int sl_stream_release_fd(sl_stream *s) { return s->ops->release_fd(s); }
 static inline void sl_stream_free(sl_stream *s) { if (s) s->ops->free(s); }
+/* Before freeing a stream right after its last bytes (a close after a
+ * reply), this, not an empty `out`, says they have all gone; DRAINED comes
+ * when they have, if they had to wait. */
+static inline bool sl_stream_flushed(sl_stream *s)
+{
+    return s->ops->flushed ? s->ops->flushed(s) : evbuffer_get_length(s->out) == 0;
+}
 
 #endif

@@ -344,6 +344,12 @@ static bool ts_pending(sl_stream *s)
            (ts->tls && sl_tls_pending(ts->tls) > 0) || sl_stream_pending(ts->raw);
 }
 
+static bool ts_flushed(sl_stream *s)
+{
+    tls_stream *ts = (tls_stream *)s;
+    return out_len(s) == 0 && sl_stream_flushed(ts->raw);
+}
+
 static int ts_fd(const sl_stream *s)
 {
     return sl_stream_fd(((const tls_stream *)s)->raw);
@@ -377,6 +383,7 @@ static const sl_stream_ops tls_ops = {
     .fd = ts_fd,
     .release_fd = ts_release_fd,
     .free = ts_free,
+    .flushed = ts_flushed,
 };
 
 static sl_stream *tls_stream_new(sl_stream *raw, bool server, sl_tls_server *srv, sl_tls_client *cli,

@@ -36,6 +36,7 @@
 #include <mbedtls/platform_util.h>
 #include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
 #include <mbedtls/version.h>
 #include <mbedtls/x509_crt.h>
 
@@ -483,6 +484,8 @@ static bool nc_permits(const nc_set *s, const tls_host *h)
 
 /* ---- the inspection CA and its leaves ---- */
 
+#define TICKET_S 3600   /* lifetime of a session ticket's key */
+
 typedef struct leaf leaf;
 struct leaf {
     leaf *hnext;              /* hash chain */
@@ -507,6 +510,7 @@ struct sl_tls_server {
     time_t ca_not_after;
     int leaf_days;
     size_t cache_max;
+    mbedtls_ssl_ticket_context tickets;   /* one key for all leaves; has its own lock */
     pthread_mutex_t lock;
     leaf **buckets;
     size_t nbuckets, ncached;
@@ -727,6 +731,7 @@ sl_tls_server *sl_tls_server_new(const char *ca_cert, const char *ca_key, int le
     mbedtls_x509_crt_init(&srv->ca);
     mbedtls_pk_init(&srv->ca_key);
     mbedtls_pk_init(&srv->leaf_key);
+    mbedtls_ssl_ticket_init(&srv->tickets);
     pthread_mutex_init(&srv->lock, NULL);
     srv->leaf_days = leaf_days > 0 ? leaf_days : 1;
     srv->cache_max = cache_max;
@@ -757,10 +762,15 @@ sl_tls_server *sl_tls_server_new(const char *ca_cert, const char *ca_key, int le
     int r = mbedtls_pk_setup(&srv->leaf_key, mbedtls_pk_info_from_type(MBEDTLS_PK_ECKEY));
     if (r == 0)
         r = mbedtls_ecp_gen_key(MBEDTLS_ECP_DP_SECP256R1, mbedtls_pk_ec(srv->leaf_key), rng, NULL);
+    /* Session tickets (RFC 5077): a client's next connection resumes without
+     * a key exchange or a signature, by far the dearest part of a handshake
+     * in mbedtls 2.28. The key changes every TICKET_S seconds. */
+    if (r == 0)
+        r = mbedtls_ssl_ticket_setup(&srv->tickets, rng, NULL, MBEDTLS_CIPHER_AES_256_GCM, TICKET_S);
     if (r != 0) {
         char e[120];
         mbed_strerror(r, e, sizeof e);
-        set_err(err, errcap, "cannot make the leaf key: %s", e);
+        set_err(err, errcap, "cannot make the leaf key or the ticket key: %s", e);
         goto fail;
     }
     srv->nbuckets = 16;
@@ -789,6 +799,7 @@ void sl_tls_server_free(sl_tls_server *srv)
     for (size_t i = 0; i < srv->nnc; i++)
         nc_set_free(&srv->nc[i]);
     free(srv->nc);
+    mbedtls_ssl_ticket_free(&srv->tickets);
     mbedtls_pk_free(&srv->leaf_key);
     mbedtls_pk_free(&srv->ca_key);
     mbedtls_x509_crt_free(&srv->ca);
@@ -1011,6 +1022,8 @@ static leaf *leaf_make(sl_tls_server *srv, const tls_host *h, time_t now, char *
     }
     if (r == 0) {
         mbedtls_ssl_conf_authmode(&lf->conf, MBEDTLS_SSL_VERIFY_NONE);
+        mbedtls_ssl_conf_session_tickets_cb(&lf->conf, mbedtls_ssl_ticket_write, mbedtls_ssl_ticket_parse,
+                                            &srv->tickets);
         r = mbedtls_ssl_conf_own_cert(&lf->conf, &lf->crt, &srv->leaf_key);
     }
     if (r != 0) {

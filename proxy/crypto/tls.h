@@ -17,8 +17,12 @@
 #include <sys/types.h>
 
 /* The inspection CA, the one key pair every leaf uses, and the cache of
- * leaves by host (bounded; least recently used goes first). Shared by all
- * workers (the cache has its own lock); lives as long as the policy. */
+ * leaves by host (bounded; least recently used goes first; a leaf is
+ * refcounted, so one evicted while a session uses it stays valid for it,
+ * and one within an hour of its end is made again). Shared by all workers
+ * (the cache has its own lock; two workers asking for the same new host at
+ * once may both make a leaf, and the first to store it wins); lives as long
+ * as the policy. */
 typedef struct sl_tls_server sl_tls_server;
 /* upstream_ca and the client settings; shared, immutable. */
 typedef struct sl_tls_client sl_tls_client;
@@ -92,8 +96,7 @@ sl_tls_status sl_tls_handshake(sl_tls *t, char *err, size_t errcap);
 /* Plaintext in: up to n bytes into p, *got says how many (DONE with
  * *got > 0, WANT with none yet, CLOSED at the end, FAIL). WANT can come
  * while ciphertext is still waiting (after a warning alert or empty
- * records): call again
- * while recv has bytes to give. */
+ * records): call again while recv has bytes to give. */
 sl_tls_status sl_tls_read(sl_tls *t, void *p, size_t n, size_t *got, char *err, size_t errcap);
 /* Plaintext out: all n bytes are encrypted and given to send (DONE), or
  * FAIL. */

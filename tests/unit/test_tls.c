@@ -534,6 +534,7 @@ static void test_backpressure_keeps_plaintext_in_out(void **state)
     size_t left = evbuffer_get_length(p[0].s->out);
     /* what left `out` is bounded by the socket buffers and one record or two */
     assert_true(left > 0);
+    assert_false(sl_stream_flushed(p[0].s));
     assert_int_equal(p[0].s->written + left, n);
     assert_int_equal(p[0].drained, 0);
     assert_int_equal(p[1].reads, 0);
@@ -545,8 +546,40 @@ static void test_backpressure_keeps_plaintext_in_out(void **state)
     run_for(50);
     assert_int_equal(p[0].drained, 1);
     assert_int_equal(p[0].s->written, n);
+    assert_true(sl_stream_flushed(p[0].s));
     assert_true(p[1].in_peak <= 65536);
     free(buf);
+    peer_done(&p[0]);
+    peer_done(&p[1]);
+}
+
+/* `out` empty is not "sent": a record may wait for the socket below it.
+ * sl_stream_flushed says so, and DRAINED comes once it has gone. */
+static void test_out_empty_is_not_flushed(void **state)
+{
+    (void)state;
+    peer p[2];
+    int fds[2];
+    make_pair(p, cli, "upstream.test", srv, "upstream.test", 65536, 65536, fds);
+    assert_true(run_until(both_settled, p, 10000));
+    int small = 4096;
+    assert_int_equal(setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), 0);
+    want(&p[1], false);
+    unsigned char buf[14000];
+    pattern(buf, sizeof buf, 3);
+    evbuffer_add(p[0].s->out, buf, sizeof buf);
+    call_flush(&p[0]);
+    run_for(100);
+    assert_int_equal(evbuffer_get_length(p[0].s->out), 0);
+    assert_int_equal(p[0].s->written, sizeof buf);
+    assert_false(sl_stream_flushed(p[0].s));
+    assert_int_equal(p[0].drained, 0);
+    want(&p[1], true);
+    want_bytes w = { &p[1], sizeof buf };
+    assert_true(run_until(got_bytes, &w, 5000));
+    run_for(50);
+    assert_true(sl_stream_flushed(p[0].s));
+    assert_int_equal(p[0].drained, 1);
     peer_done(&p[0]);
     peer_done(&p[1]);
 }
@@ -977,6 +1010,28 @@ static void test_openssl_client_verifies_sluice_leaf(void **state)
     free(r.out);
 }
 
+/* A client's next connection resumes with the ticket it was given: no key
+ * exchange, no signature. */
+static void test_session_ticket_resumes(void **state)
+{
+    (void)state;
+    s_client_run r;
+    char *out_args[] = { "-sess_out", (char *)path("sess.pem"), NULL };
+    against_s_client(srv, "upstream.test", path("ca.pem"), out_args, &r);
+    assert_int_equal(r.p.ready, 1);
+    if (!strstr(r.out, "New, TLSv1.2") || !strstr(r.out, "TLS session ticket:"))
+        fail_msg("s_client said:\n%s", r.out);
+    peer_done(&r.p);
+    free(r.out);
+    char *in_args[] = { "-sess_in", (char *)path("sess.pem"), NULL };
+    against_s_client(srv, "upstream.test", path("ca.pem"), in_args, &r);
+    assert_int_equal(r.p.ready, 1);
+    if (!strstr(r.out, "Reused, TLSv1.2"))
+        fail_msg("s_client said:\n%s", r.out);
+    peer_done(&r.p);
+    free(r.out);
+}
+
 static void test_client_offering_only_h2(void **state)
 {
     (void)state;
@@ -1369,6 +1424,7 @@ int main(void)
         cmocka_unit_test(test_every_split_size),
         cmocka_unit_test(test_one_byte_records_cost_their_bytes),
         cmocka_unit_test(test_backpressure_keeps_plaintext_in_out),
+        cmocka_unit_test(test_out_empty_is_not_flushed),
         cmocka_unit_test(test_close_notify_and_truncation),
         cmocka_unit_test(test_forged_record_fails_both_sides),
         cmocka_unit_test(test_empty_records_are_not_an_end),
@@ -1384,6 +1440,7 @@ int main(void)
         cmocka_unit_test(test_upstream_wrong_name),
         cmocka_unit_test(test_upstream_alert),
         cmocka_unit_test(test_openssl_client_verifies_sluice_leaf),
+        cmocka_unit_test(test_session_ticket_resumes),
         cmocka_unit_test(test_client_offering_only_h2),
         cmocka_unit_test(test_client_hello_in_two_records),
         cmocka_unit_test(test_client_sends_no_tls),
