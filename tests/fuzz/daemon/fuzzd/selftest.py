@@ -151,6 +151,8 @@ def pure_inspect_checks():
     answered = _Client(bytearray())
     answered.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
     failed = dict(tunnel, decision="deny", reason="upstream_tls_failed", detail="upstream TLS: expired")
+    resumed = _Client(bytearray())
+    resumed.tls.update(resumed=True, offered_session_of="h9-abcdef.i1.fuzz.test")
     two = _Client(bytearray(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\n\r\n".encode() * 2))
     two.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 2)
     cases = [
@@ -175,6 +177,7 @@ def pure_inspect_checks():
         ("the gate agreed to TLS 1.3 with a client", [], [], [tls13], {"client_tls_params"}),
         ("a tunnel whose origin failed TLS answers 200 inside", [failed], [], [answered],
          {"upstream_tls_failed_not_502"}),
+        ("a tunnel resumed another host's session", [], [], [resumed], {"resumed_across_hosts"}),
         ("two answers in a tunnel with one request line",
          [tunnel, req, {"event": "close", "id": "t1", "end": "client_eof"}], [], [two],
          {"answer_without_request_line"}),
