@@ -182,14 +182,16 @@ fuzz:
 # The running daemon, fuzzed through real sockets from the client side, the
 # origin side and DNS at once (tests/fuzz/daemon/), in a network namespace of
 # its own: a clang ASan+UBSan build with edge coverage, the committed corpus
-# replayed first, then mutated. FUZZ_DAEMON_SECONDS=3600 runs an hour. A
-# failing case is written to build/fuzz-daemon/crashes/ and fails the target;
-# tests/fuzz/daemon/run.py --replay FILE replays it. See tests/fuzz/README.md.
+# replayed first, then mutated; plain requests, opaque and inspected tunnels
+# (--inspect on: a gate that cannot inspect fails it). FUZZ_DAEMON_SECONDS=3600
+# runs an hour. A failing case is written to build/fuzz-daemon/crashes/ and
+# fails the target; tests/fuzz/daemon/run.py --replay FILE replays it. See
+# tests/fuzz/README.md.
 FUZZ_DAEMON_SECONDS ?= 60
 .PHONY: fuzz-daemon
 fuzz-daemon:
 	$(MAKE) -s -f tests/fuzz/daemon/daemon.mk -j2
-	unshare --net --mount -- /usr/bin/python3 tests/fuzz/daemon/run.py --seconds $(FUZZ_DAEMON_SECONDS) $(FUZZ_DAEMON_ARGS)
+	unshare --net --mount -- /usr/bin/python3 tests/fuzz/daemon/run.py --inspect on --seconds $(FUZZ_DAEMON_SECONDS) $(FUZZ_DAEMON_ARGS)
 
 # allow-from-lockfile against every fixture under tests/lockfiles/, offline.
 lockfiles: build/san/sluice
