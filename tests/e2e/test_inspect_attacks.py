@@ -1,0 +1,91 @@
+"""Attacks on inspected tunnels from a reviewer's side: TLS peers that send
+what no TLS library sends on request (sluicetest/tlsrecords.py writes their
+records), the tunnel's state machine hit at awkward moments, the request
+log, and the credential's header."""
+
+import time
+
+from sluicetest.inspectlog import check_request, show, tunnel_line, wait_requests
+from sluicetest.pattern import pattern
+from sluicetest.tlsclient import tunnel
+from sluicetest.tlsrecords import ALERT, APPLICATION_DATA, CLIENT_HELLO_EMPTY, HANDSHAKE, RawTLS
+
+REG = "registry.inspect.test"
+READS = f"GET,HEAD {REG}/*"
+MiB = 1 << 20
+
+
+def _raw_client(s, host=REG):
+    raw = tunnel(s.port, host)
+    return raw, RawTLS.client(raw.sock, s.ca, host).handshake()
+
+
+def _get(host, path, extra=""):
+    return f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode()
+
+
+def _ends_response(data):
+    head, sep, body = data.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            return len(body) >= int(v)
+    return False
+
+
+def test_hand_written_records_carry_a_request_through_the_tunnel(sluice_inspecting, inspect_origins):
+    """The record writer itself: a request in records of our own, the
+    response read out of sluice's records (so the attacks below mean what
+    they say)."""
+    s = sluice_inspecting(allow=[READS])
+    raw, t = _raw_client(s)
+    t.send_app(_get(REG, "/bytes/50"), record=7)    # a head in 7-byte records
+    data, closed, _ = t.recv_app_until(_ends_response)
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(pattern(50)), data[:300]
+    raw.close()
+    d = tunnel_line(s, raw.local_port)
+    [line] = wait_requests(s, d["id"], 1)
+    check_request(line, [READS], n=1, method="GET", path="/bytes/50", decision="allow", reason="rule",
+                  status=200, rule=READS)
+
+
+def _push(sock, data, stall_s=2.0):
+    """Send as much of data as the peer takes; stop when a send has waited
+    stall_s. Returns the bytes sent."""
+    sock.settimeout(stall_s)
+    sent = 0
+    view = memoryview(data)
+    try:
+        while sent < len(data):
+            sent += sock.send(view[sent:sent + (1 << 16)])
+    except (TimeoutError, BlockingIOError):
+        pass
+    return sent
+
+
+def test_renegotiation_requests_from_a_client_that_does_not_read_are_bounded(sluice_inspecting,
+                                                                            inspect_origins):
+    """Renegotiation is off, so sluice answers each ClientHello after the
+    handshake with a no_renegotiation warning alert (RFC 5746 / 5246
+    7.2.2) and reads on. A record of 4,096 empty ClientHellos is 16 KiB;
+    its 4,096 alerts are 124 KiB. A client that never reads must not make
+    sluice queue those without a bound: its reading has to stop while its
+    replies wait."""
+    s = sluice_inspecting(allow=[READS])
+    raw, t = _raw_client(s)
+    # One record first: the alerts really come (this is what the flood repeats).
+    t.send_record(HANDSHAKE, CLIENT_HELLO_EMPTY * 3)
+    recs, _ = t.recv_records(5.0, until=lambda r: len(r) >= 3)
+    assert [(ty, p) for ty, p in recs] == [(ALERT, b"\x01\x64")] * 3, recs
+    rss0 = s.rss()
+    record = t.seal(HANDSHAKE, CLIENT_HELLO_EMPTY * 4096)
+    flood = b"".join([record] + [t.seal(HANDSHAKE, CLIENT_HELLO_EMPTY * 4096) for _ in range(511)])
+    sent = _push(raw.sock, flood)                      # 8 MiB, never reading
+    time.sleep(0.5)
+    grown = s.rss() - rss0
+    assert grown < 24 * MiB, \
+        f"{sent / MiB:.1f} MiB of renegotiation requests (client not reading) grew sluice by {grown / MiB:.1f} MiB"
+    raw.close()
+    assert s.alive()
