@@ -80,6 +80,7 @@ def test_renegotiation_requests_from_a_client_that_does_not_read_are_bounded(slu
     recs, _ = t.recv_records(5.0, until=lambda r: len(r) >= 3)
     assert [(ty, p) for ty, p in recs] == [(ALERT, b"\x01\x64")] * 3, recs
     rss0 = s.rss()
+    seq0 = t.wseq
     record = t.seal(HANDSHAKE, CLIENT_HELLO_EMPTY * 4096)
     flood = b"".join([record] + [t.seal(HANDSHAKE, CLIENT_HELLO_EMPTY * 4096) for _ in range(511)])
     sent = _push(raw.sock, flood)                      # 8 MiB, never reading
@@ -87,5 +88,46 @@ def test_renegotiation_requests_from_a_client_that_does_not_read_are_bounded(slu
     grown = s.rss() - rss0
     assert grown < 24 * MiB, \
         f"{sent / MiB:.1f} MiB of renegotiation requests (client not reading) grew sluice by {grown / MiB:.1f} MiB"
+    cpu0 = _cpu_s(s)
+    time.sleep(1.0)
+    assert _cpu_s(s) - cpu0 < 0.3, "sluice spins while its answers wait for a client that does not read"
+    # The client reads again: what was held back is answered, then requests go on.
+    t.rseq += _discard_records(t, raw.sock, quiet_s=1.5)
+    raw.sock.settimeout(10.0)
+    raw.sock.sendall(flood[sent:sent + (-sent) % len(record)])   # the record cut by the stall, whole
+    t.wseq = seq0 + -(-sent // len(record))                       # the records sent, not all sealed
+    t.send_app(_get(REG, "/bytes/20"))
+    data, closed, _ = t.recv_app_until(_ends_response)
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(pattern(20)), data[:300]
     raw.close()
     assert s.alive()
+
+
+def _cpu_s(s):
+    with open(f"/proc/{s.proc.pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0   # utime + stime, in clock ticks
+
+
+def _discard_records(t, sock, quiet_s):
+    """Read and count whole records (unopened) until none come for quiet_s."""
+    buf, n = bytearray(t.rbuf), 0
+    sock.settimeout(quiet_s)
+    while True:
+        off = 0
+        while len(buf) - off >= 5:
+            size = 5 + int.from_bytes(buf[off + 3:off + 5], "big")
+            if len(buf) - off < size:
+                break
+            off += size
+            n += 1
+        del buf[:off]
+        try:
+            data = sock.recv(1 << 20)
+        except TimeoutError:
+            break
+        if not data:
+            break
+        buf += data
+    t.rbuf = bytes(buf)
+    return n
