@@ -131,3 +131,67 @@ def _discard_records(t, sock, quiet_s):
         buf += data
     t.rbuf = bytes(buf)
     return n
+
+
+# --- the log of a tunnel ---------------------------------------------------------
+
+SPEC_REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address",
+                "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
+                "too_many_clients", "log_unavailable", "shutdown", "inspected", "rule", "rule_not_matched",
+                "upstream_tls_failed"}
+
+
+def test_an_inspected_connects_decision_line_names_the_sni_it_read(sluice_inspecting, inspect_origins):
+    """SPEC's decision line has `sni` whenever a ClientHello with a server
+    name was read; an inspected CONNECT reads one as every checked tunnel
+    does (its allow line is written later, after the origin's handshake)."""
+    s = sluice_inspecting(allow=[READS, "GET,HEAD expired.inspect.test/*"])
+    for host in (REG, "expired.inspect.test"):
+        raw, t = _raw_client(s, host)
+        raw.close()
+        d = tunnel_line(s, raw.local_port)
+        assert d.get("sni") == host, f"the decision line of CONNECT {host} has no sni:\n{show([d])}"
+
+
+def test_a_client_gone_during_the_origins_handshake_still_gets_a_decision_of_spec(sluice_inspecting, recorder):
+    """The client sends its ClientHello and closes while sluice's handshake
+    with the origin runs (the recorder never answers it). The CONNECT was
+    made, so it is decided as any other: by what the origin does (here no
+    handshake within connect_ms: upstream_tls_failed), with a reason SPEC
+    lists; not deny `client_eof`."""
+    from sluicetest.client import client_hello
+    host = "recorder.test"
+    s = sluice_inspecting(allow=[f"GET {host}/*"], config={"timeouts": {"connect_ms": 1500}})
+    mark = recorder.mark()
+    raw = tunnel(s.port, host)
+    raw.send(client_hello(host))
+    recorder.wait_bytes(mark, 5)                  # sluice's own ClientHello reached the origin
+    raw.close()
+    d = tunnel_line(s, raw.local_port)
+    lines = [l for l in s.log_lines() if l.get("id") == d["id"]]
+    assert d["reason"] in SPEC_REASONS, f"a reason SPEC does not list:\n{show(lines)}"
+    assert (d["decision"], d["reason"]) == ("deny", "upstream_tls_failed"), show(lines)
+    time.sleep(0.3)
+    lines = [l for l in s.log_lines() if l.get("id") == d["id"]]
+    assert [l["event"] for l in lines] == ["decision"], show(lines)
+
+
+def test_a_request_head_cut_by_header_ms_in_a_tunnel_gets_a_line_with_its_own_n(sluice_inspecting,
+                                                                               inspect_origins):
+    """n counts the requests of a tunnel from 1; a head that never ends
+    (refused 408 at header_ms) is a request with its own n, not the
+    previous one's again (nor 0 when it is the first)."""
+    s = sluice_inspecting(allow=[READS], config={"timeouts": {"header_ms": 800}})
+    for before in (0, 1):
+        raw, t = _raw_client(s)
+        for i in range(before):
+            t.send_app(_get(REG, "/bytes/3"))
+            data, _, _ = t.recv_app_until(_ends_response)
+            assert data.startswith(b"HTTP/1.1 200"), data[:200]
+        t.send_app(b"GET /bytes/3 HTTP/1.1\r\nHost: ")
+        data, closed, _ = t.recv_app_until(_ends_response, timeout=5.0)
+        assert data.startswith(b"HTTP/1.1 408"), data[:200]
+        raw.close()
+        d = tunnel_line(s, raw.local_port)
+        lines = wait_requests(s, d["id"], before + 1)
+        assert [l["n"] for l in lines] == list(range(1, before + 2)), show(lines)
