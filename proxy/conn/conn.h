@@ -40,6 +40,7 @@ typedef struct inspect {
     sl_addr addrs[SL_DNS_MAX_ADDRS];   /* vetted for the CONNECT; requests reconnect to these only */
     size_t naddrs;
     const sl_entry *rule;         /* the first rule covering the host */
+    char sni[256];                /* the ClientHello's name, for the CONNECT's decision line (logged later) */
     int n;                        /* requests read so far */
     enum { IN_UPSTREAM, IN_CLIENT, IN_REQUESTS } phase;   /* whose handshake CS_TLS waits for */
     bool client_ready;            /* the client's handshake is done */

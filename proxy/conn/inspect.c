@@ -46,6 +46,7 @@ void inspect_begin(conn *c)
     inspect *in = calloc(1, sizeof *in);
     if (!in) {
         conn_close(c, "out_of_memory");
+        c->x.sni = NULL;   /* check_sni's, on its stack */
         return;
     }
     memcpy(in->id, c->x.id, sizeof in->id);
@@ -55,6 +56,11 @@ void inspect_begin(conn *c)
     memcpy(in->addrs, c->x.addrs, c->x.naddrs * sizeof *c->x.addrs);
     in->rule = c->x.rule;
     in->phase = IN_UPSTREAM;
+    /* check_sni's name lives on its stack: the decision line comes later. */
+    if (c->x.sni) {
+        snprintf(in->sni, sizeof in->sni, "%s", c->x.sni);
+        c->x.sni = in->sni;
+    }
     c->in = in;
     conn_set_state(c, CS_TLS);
     conn_timer(c, c->pol->connect_ms);
