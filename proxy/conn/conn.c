@@ -150,6 +150,8 @@ static void on_timeout(conn *c)
             conn_close(c, "idle_timeout");   /* a keep-alive client that sent nothing more */
             return;
         }
+        if (c->in)
+            c->in->n++;   /* a head begun in a tunnel is its next request: its line has its own n */
         conn_refuse(c, 408, "bad_request", "The request head did not arrive within %d ms.",
                     c->pol->header_ms);
         return;
