@@ -195,3 +195,307 @@ def test_a_request_head_cut_by_header_ms_in_a_tunnel_gets_a_line_with_its_own_n(
         d = tunnel_line(s, raw.local_port)
         lines = wait_requests(s, d["id"], before + 1)
         assert [l["n"] for l in lines] == list(range(1, before + 2)), show(lines)
+
+
+# --- a hostile HTTPS origin (sluicetest/tlsorigin.py) -----------------------------
+
+import ssl  # noqa: E402
+import struct  # noqa: E402
+
+import pytest  # noqa: E402
+
+from sluicetest import tlsorigin  # noqa: E402
+from sluicetest.checks import assert_refused  # noqa: E402
+from sluicetest.client import Closed, Conn  # noqa: E402
+from sluicetest.tlsclient import tls_through  # noqa: E402
+from sluicetest.tlsrecords import HELLO_REQUEST  # noqa: E402
+
+H2 = tlsorigin.HOST
+H2_RULES = [f"GET,HEAD {H2}/*"]
+
+
+@pytest.fixture(scope="module")
+def _tls_origin(tls, session_dir, network):
+    cert, key = tlsorigin.make_cert(session_dir, tls)
+    o = tlsorigin.TLSOrigin(cert, key)
+    yield o
+    o.close()
+
+
+@pytest.fixture
+def tls_origin(_tls_origin):
+    _tls_origin.reset_script()
+    yield _tls_origin
+    _tls_origin.reset_script()
+
+
+def _lines(s, conn_id):
+    return [l for l in s.log_lines() if l.get("id") == conn_id]
+
+
+def _one_tunnel_record(s, client_port, requests, allowed=True, settle=0.3):
+    """The tunnel's lines once it is over: one decision, `requests` request
+    lines numbered from 1, and a close line only for an allowed tunnel."""
+    d = tunnel_line(s, client_port)
+    if requests:
+        wait_requests(s, d["id"], requests)
+    if allowed:
+        s.close_for(d["id"])
+    time.sleep(settle)   # nothing more comes
+    lines = _lines(s, d["id"])
+    events = [l["event"] for l in lines]
+    want = ["decision"] + ["request"] * requests + (["close"] if allowed else [])
+    assert sorted(events) == sorted(want), f"expected {want}:\n{show(lines)}"
+    assert [l["n"] for l in lines if l["event"] == "request"] == list(range(1, requests + 1)), show(lines)
+    return d, lines
+
+
+def _server_flights(o):
+    """(first flight, second flight) an origin's ssl sends to sluice: its
+    ServerHello...ServerHelloDone, then ChangeCipherSpec and Finished."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(str(o.cert), str(o.key))
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def _cut_handshake(second, cut, how):
+    """A handler: a real handshake as far as `cut` bytes into the origin's
+    first (second=False) or second flight, then a close (how="fin") or a
+    reset."""
+    def handler(conn):
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = _server_flights(conn.origin).wrap_bio(inc, out, server_side=True)
+        conn.sock.settimeout(10)
+        flights = 0
+        while True:
+            data = conn.sock.recv(1 << 16)
+            if not data:
+                return
+            inc.write(data)
+            try:
+                obj.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            flight = out.read()
+            if not flight:
+                continue
+            if flights == int(second):
+                conn.sock.sendall(flight[:cut if cut >= 0 else len(flight) + cut])
+                if how == "fin":
+                    conn.sock.shutdown(socket.SHUT_WR)
+                    conn.wait_end()
+                else:
+                    conn.reset()
+                return
+            conn.sock.sendall(flight)
+            flights += 1
+    return handler
+
+
+import socket  # noqa: E402
+
+CUTS = [(False, 0), (False, 1), (False, 5), (False, 6), (False, 9), (False, 60), (False, 400), (False, -9),
+        (False, -4), (False, -1), (True, 0), (True, 1), (True, 6), (True, 20), (True, -1)]
+
+
+@pytest.mark.parametrize("how", ["fin", "reset"])
+def test_an_origin_that_ends_at_any_point_of_its_handshake_gets_no_request(sluice_inspecting, tls_origin, how):
+    """At each cut the CONNECT is denied upstream_tls_failed (one decision
+    line, no close line), the client still completes its own handshake and
+    its request gets 502 inside the tunnel, and nothing of it reaches any
+    origin."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES)
+    for second, cut in CUTS:
+        mark = o.mark()
+        o.play(_cut_handshake(second, cut, how))
+        tsock, conn, raw = tls_through(s.port, H2, s.ca)
+        r = conn.request("GET", "/x", host=H2)
+        assert_refused(r, 502, "upstream_tls_failed")
+        tsock.close()
+        d, lines = _one_tunnel_record(s, raw.local_port, 1, allowed=False)
+        assert (d["decision"], d["reason"]) == ("deny", "upstream_tls_failed"), show(lines)
+        [c] = o.wait_conns(mark, 1)
+        o.wait_done(c)
+        assert c.requests == [] and o.mark() == mark + 1, f"cut {second, cut}: a request reached an origin"
+    assert s.alive()
+
+
+def _answer_then(cut, how):
+    """A handler: a handshake, one request read, `cut` bytes of a response
+    (a 200 with a 10-byte body, as one record), then a close or a reset."""
+    def handler(conn):
+        t = conn.handshake()
+        if conn.read_request(t) is None:
+            return
+        resp = conn.response(b"0123456789")
+        part = resp[:cut if cut >= 0 else len(resp) + cut]
+        if part:
+            t.send_app(part)
+        if how == "fin":
+            conn.sock.shutdown(socket.SHUT_WR)
+            conn.wait_end()
+        else:
+            time.sleep(0.05)   # the bytes before the reset reach sluice first
+            conn.reset()
+    return handler
+
+
+@pytest.mark.parametrize("how", ["fin", "reset"])
+def test_an_origin_that_ends_at_any_point_of_a_response_gets_one_line_per_request(sluice_inspecting, tls_origin,
+                                                                                  how):
+    """Cut before the head ends: the client gets sluice's 502; cut in the
+    body: the client is cut off. Either way the request has one line, the
+    tunnel one decision and one close line."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES)
+    resp_len = len(tlsorigin.OriginConn.response(b"0123456789"))
+    head_len = resp_len - 10
+    for cut in (0, 1, 8, head_len - 2, head_len, head_len + 3, -1):
+        o.play(_answer_then(cut, how))
+        tsock, conn, raw = tls_through(s.port, H2, s.ca)
+        try:
+            r = conn.request("GET", "/x", host=H2)
+            got = r.status
+        except Closed:
+            got = "cut"
+        tsock.close()
+        end = cut if cut >= 0 else resp_len + cut
+        if end < head_len:
+            assert got == 502, f"cut at {cut}: expected sluice's 502, got {got}"
+        else:
+            assert got == "cut", f"cut at {cut} in the body: expected the client cut off, got {got}"
+        d, lines = _one_tunnel_record(s, raw.local_port, 1)
+        [req] = [l for l in lines if l["event"] == "request"]
+        assert req.get("end") in ("origin_eof", "origin_error"), show(lines)
+    assert s.alive()
+
+
+@pytest.mark.parametrize("when", ["same_record", "next_record", "while_idle"])
+def test_an_origin_that_answers_twice_is_not_believed_for_the_next_request(sluice_inspecting, tls_origin, when):
+    """A second response from the origin (in the record of the first, in
+    the next record, or sent while the connection is idle) belongs to no
+    request: sluice drops that connection, and the client's next request
+    gets its answer from a new one."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES)
+    bogus = tlsorigin.OriginConn.response(b"BOGUS")
+    spoke = threading.Event()
+
+    def handler(conn):
+        t = conn.handshake()
+        head = conn.read_request(t)
+        first = conn.response(conn.body_for(head))
+        if when == "same_record":
+            t.send_app(first + bogus)
+        elif when == "next_record":
+            t.send_record(APPLICATION_DATA, first)
+            t.send_record(APPLICATION_DATA, bogus)
+        else:
+            t.send_app(first)
+            time.sleep(0.3)
+            t.send_app(bogus)
+        spoke.set()
+        conn.wait_end()
+
+    mark = o.mark()
+    o.play(handler)
+    tsock, conn, raw = tls_through(s.port, H2, s.ca)
+    r1 = conn.request("GET", "/one", host=H2)
+    assert r1.status == 200 and r1.body == b"conn %d /one" % mark, r1
+    assert spoke.wait(5)
+    [c0] = o.wait_conns(mark, 1)
+    o.wait_done(c0)                       # sluice dropped the connection that spoke out of turn
+    r2 = conn.request("GET", "/two", host=H2)
+    tsock.close()
+    assert r2.status == 200 and r2.body == b"conn %d /two" % (mark + 1), \
+        f"the second request was answered with {r2.body!r}"
+    _one_tunnel_record(s, raw.local_port, 2)
+
+
+import threading  # noqa: E402
+
+
+@pytest.mark.parametrize("how", ["fin", "reset"])
+def test_a_client_gone_while_its_request_waits_for_a_new_origin_connection(sluice_inspecting, tls_origin, how):
+    """Request 1 is served and the origin hangs up; request 2 needs a new
+    origin connection (CONNECTING -> TLS -> FORWARD), and the client leaves
+    while that connection's handshake is held. The tunnel still ends with
+    one line per request and one close line, and sluice stays up."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES)
+    go = threading.Event()
+
+    def hangup(conn):
+        t = conn.handshake()
+        head = conn.read_request(t)
+        t.send_app(conn.response(conn.body_for(head)))
+        conn.sock.close()
+
+    def held(conn):
+        assert go.wait(10)
+        t = conn.handshake()
+        conn.serve(t)
+
+    mark = o.mark()
+    o.play(hangup)
+    o.play(held)
+    tsock, conn, raw = tls_through(s.port, H2, s.ca)
+    assert conn.request("GET", "/one", host=H2).status == 200
+    o.wait_done(o.wait_conns(mark, 1)[0])
+    time.sleep(0.2)                                  # the hang-up reached sluice
+    conn.request("GET", "/two", host=H2, send_only=True)
+    o.wait_conns(mark, 2)
+    if how == "reset":
+        tsock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    tsock.close()
+    time.sleep(0.2)
+    go.set()
+    _one_tunnel_record(s, raw.local_port, 2)
+    assert s.alive()
+
+
+def test_hello_requests_from_an_origin_that_does_not_read_are_bounded(sluice_inspecting, tls_origin):
+    """The origin's side of the renegotiation flood: HelloRequests while a
+    response is awaited, never reading sluice's no_renegotiation alerts."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES)
+    state = {}
+    flooded = threading.Event()
+
+    def handler(conn):
+        t = conn.handshake()
+        head = conn.read_request(t)
+        rec = t.seal(HANDSHAKE, HELLO_REQUEST * 4096)
+        seq0 = t.wseq - 1
+        flood = rec + b"".join(t.seal(HANDSHAKE, HELLO_REQUEST * 4096) for _ in range(511))
+        sent = _push(conn.sock, flood)
+        state["sent"] = sent
+        flooded.set()
+        assert state_go.wait(20)
+        _discard_records(t, conn.sock, quiet_s=1.5)
+        conn.sock.settimeout(10)
+        conn.sock.sendall(flood[sent:sent + (-sent) % len(rec)])
+        t.wseq = seq0 + -(-sent // len(rec))
+        t.send_app(conn.response(conn.body_for(head)))
+        conn.wait_end()
+
+    state_go = threading.Event()
+    mark = o.mark()
+    o.play(handler)
+    tsock, conn, raw = tls_through(s.port, H2, s.ca)
+    rss0 = s.rss()
+    conn.request("GET", "/one", host=H2, send_only=True)
+    assert flooded.wait(30)
+    time.sleep(0.5)
+    grown = s.rss() - rss0
+    state_go.set()
+    assert grown < 24 * MiB, \
+        f"{state['sent'] / MiB:.1f} MiB of HelloRequests (origin not reading) grew sluice by {grown / MiB:.1f} MiB"
+    conn.sock.settimeout(30)
+    r = conn.read_response()
+    assert r.status == 200 and r.body == b"conn %d /one" % mark, r
+    tsock.close()
+    o.wait_done(o.wait_conns(mark, 1)[0], timeout=30)
