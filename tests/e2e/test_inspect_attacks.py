@@ -499,3 +499,64 @@ def test_hello_requests_from_an_origin_that_does_not_read_are_bounded(sluice_ins
     assert r.status == 200 and r.body == b"conn %d /one" % mark, r
     tsock.close()
     o.wait_done(o.wait_conns(mark, 1)[0], timeout=30)
+
+
+# --- the credential's header --------------------------------------------------------
+
+def _request_complete(d):
+    """A whole request: a head without a body, or a chunked one through
+    its last chunk and trailer section."""
+    head, sep, body = d.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    if b"chunked" not in head.lower():
+        return True
+    return b"\r\n0\r\n" in b"\r\n" + body and body.endswith(b"\r\n\r\n")
+
+
+def test_the_credential_header_reaches_the_origin_once_whatever_the_client_tries(sluice_inspecting, tls_origin):
+    """With a credential for the host, the origin sees the gate's value
+    exactly once; a client's attempts to add its own (odd casing, a
+    header named twice, an obs-fold continuation, whitespace before the
+    colon, the name in a chunked body's trailer) are dropped or refused."""
+    import secrets as _secrets
+    o = tls_origin
+    secret = "sl-cred-" + _secrets.token_hex(16)
+    s = sluice_inspecting(allow=[f"GET,HEAD,POST {H2}/*"],
+                          credentials=[("h2", H2, "Authorization", "Bearer {secret}", secret)])
+    seen = []
+
+    def recorder(conn):
+        t = conn.handshake()
+        data, _, _ = t.recv_app_until(_request_complete, timeout=5.0)
+        if data:
+            seen.append(data)
+        t.send_app(conn.response(b"ok"))
+        conn.wait_end()
+
+    attempts = {
+        "casing": (b"GET /a HTTP/1.1\r\nHost: %s\r\naUtHoRiZaTiOn: Bearer mine\r\n\r\n", 200),
+        "twice": (b"GET /a HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer a\r\nAUTHORIZATION: Bearer b\r\n\r\n", 200),
+        "obs-fold": (b"GET /a HTTP/1.1\r\nHost: %s\r\nX-A: 1\r\n Authorization: Bearer mine\r\n\r\n", 400),
+        "space-colon": (b"GET /a HTTP/1.1\r\nHost: %s\r\nAuthorization : Bearer mine\r\n\r\n", 400),
+        "trailer": (b"POST /a HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    b"2\r\nhi\r\n0\r\nAuthorization: Bearer mine\r\n\r\n", None),
+    }
+    problems = []
+    for name, (req, status) in attempts.items():
+        seen.clear()
+        o.play(recorder)
+        raw, t = _raw_client(s, H2)
+        t.send_app(req % H2.encode())
+        data, closed, _ = t.recv_app_until(_ends_response, timeout=5.0)
+        raw.close()
+        got = data.split(b" ", 2)[1] if data.startswith(b"HTTP/1.1 ") else None
+        if status is not None and got != str(status).encode():
+            problems.append(f"{name}: status {got!r}, expected {status}")
+        for d in seen:
+            auth = [l for l in d.split(b"\r\n") if l.lower().startswith(b"authorization")]
+            if auth != [b"Authorization: Bearer " + secret.encode()]:
+                problems.append(f"{name}: the origin read Authorization lines {auth!r}")
+        if status == 400 and seen:
+            problems.append(f"{name}: a refused request reached the origin")
+    assert not problems, "\n".join(problems)
