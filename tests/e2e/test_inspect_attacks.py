@@ -560,3 +560,80 @@ def test_the_credential_header_reaches_the_origin_once_whatever_the_client_tries
         if status == 400 and seen:
             problems.append(f"{name}: a refused request reached the origin")
     assert not problems, "\n".join(problems)
+
+
+# --- requests inside the tunnel: pipelining, half-closes ---------------------------
+
+def test_pipelined_requests_in_one_record_are_answered_in_order_one_line_each(sluice_inspecting, inspect_origins):
+    o = inspect_origins
+    s = sluice_inspecting(allow=[READS])
+    mark = o.mark()
+    raw, t = _raw_client(s)
+    t.send_app(_get(REG, "/bytes/5") + _get(REG, "/bytes/6") + b"HEAD /bytes/7 HTTP/1.1\r\nHost: %s\r\n\r\n"
+               % REG.encode() + _get(REG, "/bytes/8"))
+    want = [pattern(5), pattern(6), b"", pattern(8)]
+    data, closed, _ = t.recv_app_until(lambda d: d.count(b"HTTP/1.1 200") == 4 and d.endswith(pattern(8)))
+    raw.close()
+    parts = data.split(b"HTTP/1.1 200")[1:]
+    assert [p.partition(b"\r\n\r\n")[2] for p in parts] == want, data
+    d, lines = _one_tunnel_record(s, raw.local_port, 4)
+    assert [l["path"] for l in lines if l["event"] == "request"] == ["/bytes/5", "/bytes/6", "/bytes/7", "/bytes/8"]
+    assert [q.target for q in o.requests_since(mark)] == ["/bytes/5", "/bytes/6", "/bytes/7", "/bytes/8"]
+
+
+def test_a_refused_request_pipelined_behind_allowed_ones_reaches_no_origin(sluice_inspecting, inspect_origins):
+    o = inspect_origins
+    s = sluice_inspecting(allow=[READS])
+    mark = o.mark()
+    raw, t = _raw_client(s)
+    t.send_app(_get(REG, "/bytes/5") + b"PUT /x HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\nhi" % REG.encode()
+               + _get(REG, "/bytes/6"))
+    data, closed, _ = t.recv_app_until(lambda d: b"HTTP/1.1 403" in d and _ends_response(d[d.index(b"HTTP/1.1 403"):]))
+    closed = closed or t.recv_records(3.0)[1]
+    raw.close()
+    assert data.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 403" in data and data.count(b"HTTP/1.1") == 2, data
+    assert closed, "the tunnel stayed open after a refusal"
+    d, lines = _one_tunnel_record(s, raw.local_port, 2)
+    reqs = [l for l in lines if l["event"] == "request"]
+    assert [(l["method"], l["decision"]) for l in reqs] == [("GET", "allow"), ("PUT", "deny")], show(lines)
+    assert [q.target for q in o.requests_since(mark)] == ["/bytes/5"]
+
+
+REQ = f"GET /bytes/9 HTTP/1.1\r\nHost: {REG}\r\n\r\n".encode()
+
+
+@pytest.mark.parametrize("how", ["close_notify", "fin", "reset"])
+def test_a_client_that_ends_at_any_byte_of_its_request(sluice_inspecting, inspect_origins, how):
+    """A head cut by the client's end is no request: no line, nothing at the
+    origin. A whole request followed by close_notify or a FIN (a half-close)
+    is still answered."""
+    o = inspect_origins
+    s = sluice_inspecting(allow=[READS])
+    for cut in sorted({1, 3, 4, 5, 14, 15, 16, len(REQ) - 3, len(REQ) - 2, len(REQ) - 1, len(REQ)}):
+        mark = o.mark()
+        raw, t = _raw_client(s)
+        t.send_app(REQ[:cut])
+        if how == "close_notify":
+            t.send_record(ALERT, b"\x01\x00")
+        elif how == "fin":
+            raw.sock.shutdown(socket.SHUT_WR)
+        else:
+            raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            raw.sock.close()
+        if how != "reset":
+            data, closed, _ = t.recv_app_until(lambda d: d.endswith(pattern(9)), timeout=5.0)
+            if cut == len(REQ):
+                assert data.startswith(b"HTTP/1.1 200") and data.endswith(pattern(9)), (how, cut, data)
+            else:
+                assert data == b"", (how, cut, data)
+            raw.close()
+        d = tunnel_line(s, raw.local_port)
+        s.close_for(d["id"])
+        time.sleep(0.1)
+        reqs = [l for l in _lines(s, d["id"]) if l["event"] == "request"]
+        if cut < len(REQ):
+            assert reqs == [], f"{how} at {cut}: a cut head got a line: {show(reqs)}"
+            assert o.requests_since(mark) == []
+        elif how != "reset":
+            assert [(l["n"], l["status"]) for l in reqs] == [(1, 200)], show(reqs)
+    assert s.alive()
