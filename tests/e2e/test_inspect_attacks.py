@@ -637,3 +637,57 @@ def test_a_client_that_ends_at_any_byte_of_its_request(sluice_inspecting, inspec
         elif how != "reset":
             assert [(l["n"], l["status"]) for l in reqs] == [(1, 200)], show(reqs)
     assert s.alive()
+
+
+# --- a client that ends inside its handshake -------------------------------------
+
+@pytest.mark.parametrize("how", ["fin", "reset"])
+def test_a_client_that_ends_at_any_point_of_its_handshake(sluice_inspecting, inspect_origins, how):
+    """Cut inside the ClientHello: the CONNECT is denied (sni_mismatch),
+    nothing reaches the origin. Cut inside the client's second flight: the
+    CONNECT was allowed (the origin's handshake is done), its close line
+    says the client's handshake did not finish, and no request reaches the
+    origin. One decision line either way; sluice stays up."""
+    from sluicetest.tlsclient import MemTLS, context
+    o = inspect_origins
+    s = sluice_inspecting(allow=[READS])
+    for second in (False, True):
+        for frac in (0.0, 0.02, 0.05, 0.3, 0.6, 0.95, 1.0):
+            mark = o.mark()
+            raw = tunnel(s.port, REG)
+            t = MemTLS(raw.sock, context(s.ca), REG)
+            flight = t.first_flight()
+            if second:
+                raw.send(flight)
+                flight = t.read_server_flight()
+            cut = max(1, int(len(flight) * frac)) if not (second and frac == 0.0) else 0
+            if cut:
+                raw.send(flight[:cut])
+            if how == "fin":
+                raw.sock.shutdown(socket.SHUT_WR)
+                raw.drain_until_closed(5.0)
+            else:
+                raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            raw.close()
+            d = tunnel_line(s, raw.local_port)
+            whole_hello = second or cut == len(flight)
+            if not whole_hello:
+                s.wait_log(lambda l: l.get("id") == d["id"])
+                time.sleep(0.1)
+                lines = _lines(s, d["id"])
+                assert [l["event"] for l in lines] == ["decision"] and d["reason"] == "sni_mismatch", show(lines)
+            else:
+                # A whole ClientHello with nothing after it may still be a
+                # handshake that the client gives up: allowed, then closed.
+                close = s.close_for(d["id"])
+                time.sleep(0.1)
+                lines = _lines(s, d["id"])
+                assert [l["event"] for l in lines] == ["decision", "close"], show(lines)
+                assert (d["decision"], d["reason"]) == ("allow", "inspected"), show(lines)
+                if second and cut == len(flight):   # the handshake is complete: a tunnel with no request
+                    assert close["end"] in ("client_eof", "client_error"), show(lines)
+                else:
+                    assert close["end"] in ("client_tls_failed", "client_eof", "client_error") and \
+                        close.get("detail"), show(lines)
+            assert o.requests_since(mark) == [], f"a request reached the origin: {o.requests_since(mark)}"
+    assert s.alive()
