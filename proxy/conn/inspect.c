@@ -113,6 +113,8 @@ static void upstream_failed(conn *c, const char *why)
 static void upstream_ready(conn *c)
 {
     if (first_upstream(c)) {
+        if (c->cli->error)   /* conn_allow_as closes after the allow line */
+            c->x.end_detail = "the client's connection failed before its TLS handshake";
         if (!conn_allow_as(c, "inspected"))
             return;
         exchange_keep_origin(c);   /* idle until the first request: it must stay silent */
