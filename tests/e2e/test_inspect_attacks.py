@@ -691,3 +691,33 @@ def test_a_client_that_ends_at_any_point_of_its_handshake(sluice_inspecting, ins
                         close.get("detail"), show(lines)
             assert o.requests_since(mark) == [], f"a request reached the origin: {o.requests_since(mark)}"
     assert s.alive()
+
+
+def test_a_trace_request_never_carries_the_credential(sluice_inspecting, tls_origin):
+    """TRACE makes the origin send the request back (RFC 9110 9.3.8, which
+    forbids putting credentials in one for that reason). With a rule that
+    allows any method, a sandbox could TRACE and read the secret out of the
+    response: sluice must not add the credential to a TRACE."""
+    import secrets as _secrets
+    o = tls_origin
+    secret = "sl-cred-" + _secrets.token_hex(16)
+    s = sluice_inspecting(allow=[f"* {H2}/*"],
+                          credentials=[("h2", H2, "Authorization", "Bearer {secret}", secret)])
+
+    def tracer(conn):
+        t = conn.handshake()
+        head = conn.read_request(t)
+        if head is not None:   # the origin does what TRACE asks: the request back, as the body
+            t.send_app(b"HTTP/1.1 200 OK\r\nContent-Type: message/http\r\nContent-Length: %d\r\n\r\n%s"
+                       % (len(head), head))
+        conn.wait_end()
+
+    o.play(tracer)
+    raw, t = _raw_client(s, H2)
+    t.send_app(b"TRACE /x HTTP/1.1\r\nHost: %s\r\n\r\n" % H2.encode())
+    data, closed, _ = t.recv_app_until(_ends_response, timeout=5.0)
+    raw.close()
+    assert secret.encode() not in data, "the secret came back to the client in a TRACE response"
+    d = tunnel_line(s, raw.local_port)
+    [line] = wait_requests(s, d["id"], 1)
+    assert "credential" not in line, show([line])
