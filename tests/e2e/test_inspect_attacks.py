@@ -721,3 +721,72 @@ def test_a_trace_request_never_carries_the_credential(sluice_inspecting, tls_ori
     d = tunnel_line(s, raw.local_port)
     [line] = wait_requests(s, d["id"], 1)
     assert "credential" not in line, show([line])
+
+
+# --- the last response of a tunnel, to a slow reader ---------------------------------
+
+def _tcp_queues(local_port, remote_port):
+    """(tx_queue, rx_queue) of the IPv4 TCP socket local_port -> remote_port."""
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        f = line.split()
+        if (int(f[1].split(":")[1], 16), int(f[2].split(":")[1], 16)) == (local_port, remote_port):
+            return tuple(int(x, 16) for x in f[4].split(":"))
+    return (0, 0)
+
+
+def _small_tunnel(port, host):
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"CONNECT {host}:443 HTTP/1.1\r\nHost: {host}:443\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return sock
+
+
+@pytest.fixture
+def small_tcp_send_buffers():
+    """This test's namespace only (tcp_wmem is per network namespace): send
+    buffers that autotune to 64 KiB at most, so "the kernel is full" is a
+    size a test can reach."""
+    path = "/proc/sys/net/ipv4/tcp_wmem"
+    old = open(path).read()
+    with open(path, "w") as f:
+        f.write("4096 16384 65536")
+    yield
+    with open(path, "w") as f:
+        f.write(old)
+
+
+def test_the_last_response_of_a_tunnel_reaches_a_client_that_half_closed(sluice_inspecting, inspect_origins,
+                                                                        small_tcp_send_buffers):
+    """The client sends its request and its close_notify, and reads later.
+    sluice answers, and closes once the client has the response. "Has it"
+    must mean: handed to the kernel. Plaintext encrypted but still queued
+    in sluice (the socket full) is not sent yet; freeing it cuts the
+    response. Sizes around what the kernel holds (measured) make the end of
+    the response fall in that queue."""
+    s = sluice_inspecting(allow=[READS])
+    sock = _small_tunnel(s.port, REG)
+    t = RawTLS.client(sock, s.ca, REG).handshake()
+    t.send_app(_get(REG, "/bytes/4000000"))
+    time.sleep(1.0)
+    tx, _ = _tcp_queues(s.port, sock.getsockname()[1])
+    _, rx = _tcp_queues(sock.getsockname()[1], s.port)
+    sock.close()
+    held = tx + rx                                  # what the kernel holds for a client that does not read
+    assert 16 << 10 < held < 1 << 20, held
+    cut = []
+    for n in range(held - (8 << 10), held + (28 << 10), 2 << 10):
+        sock = _small_tunnel(s.port, REG)
+        t = RawTLS.client(sock, s.ca, REG).handshake()
+        t.send_app(_get(REG, f"/bytes/{n}"))
+        t.send_record(ALERT, b"\x01\x00")           # close_notify: nothing more from this client
+        time.sleep(0.5)                             # sluice answers, then closes, before we read
+        data, closed, _ = t.recv_app_until(lambda d: d.endswith(pattern(n)), timeout=3.0)
+        sock.close()
+        if not data.endswith(pattern(n)):
+            cut.append((n, len(data)))
+    assert not cut, f"responses cut at the close (size, bytes the client got), the kernel holding {held}: {cut}"
