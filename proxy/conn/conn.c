@@ -455,7 +455,9 @@ void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct times
 
 static void linger_if_flushed(conn *c)
 {
-    if (c->x.lingering || evbuffer_get_length(c->cli->out) > 0)
+    /* Written means taken by the kernel: a TLS stream's encrypted bytes
+     * may still wait below its `out` (its DRAINED comes once they are gone). */
+    if (c->x.lingering || sl_stream_unsent(c->cli) > 0)
         return;
     c->x.lingering = true;
     sl_stream_shutdown(c->cli);

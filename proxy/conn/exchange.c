@@ -278,7 +278,7 @@ static void exchange_complete(conn *c)
     if (!reuse)
         exchange_drop_origin(c);   /* bytes after the response (a second one, a body on a 204) go with it */
     sl_stream_flush(c->cli);
-    if (out_len(c->cli) == 0)
+    if (sl_stream_unsent(c->cli) == 0)   /* for TLS, encrypted is not yet sent: its DRAINED says when */
         flush_done(c);
 }
 
@@ -468,7 +468,7 @@ void exchange_on_stream(conn *c, bool from_client, sl_stream_event ev)
             exchange_drop_origin(c);   /* it spoke after its response: not reusable */
             return;
         }
-        if (ev == SL_STREAM_DRAINED && out_len(c->cli) == 0) {
+        if (ev == SL_STREAM_DRAINED && sl_stream_unsent(c->cli) == 0) {
             conn_touch(c);
             flush_done(c);
         }

@@ -186,6 +186,11 @@ static bool sock_pending(sl_stream *s)
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
+static size_t sock_unsent(const sl_stream *s)
+{
+    return evbuffer_get_length(s->out);
+}
+
 static void drop_events(sock_stream *k)
 {
     if (k->rd)
@@ -228,6 +233,7 @@ static const sl_stream_ops sock_ops = {
     .update = sock_update,
     .shutdown = sock_shutdown,
     .pending = sock_pending,
+    .unsent = sock_unsent,
     .fd = sock_fd,
     .release_fd = sock_release_fd,
     .free = sock_free,

@@ -49,6 +49,10 @@ typedef struct sl_stream_ops {
     void (*shutdown)(sl_stream *s);
     /* Whether the peer has sent a byte or its EOF that is not read yet. */
     bool (*pending)(sl_stream *s);
+    /* Bytes queued that the kernel has not taken yet: `out`, and for TLS
+     * the ciphertext still waiting below it. Only at 0 has everything
+     * queued been written (what a close may then not lose). */
+    size_t (*unsent)(const sl_stream *s);
     /* The socket underneath (the relay adds its events on it before the
      * stream lets go, so the socket's epoll entry does not change). */
     int (*fd)(const sl_stream *s);
@@ -105,6 +109,7 @@ static inline void sl_stream_flush(sl_stream *s) { s->ops->flush(s); }
 static inline void sl_stream_update(sl_stream *s) { s->ops->update(s); }
 static inline void sl_stream_shutdown(sl_stream *s) { s->ops->shutdown(s); }
 static inline bool sl_stream_pending(sl_stream *s) { return s->ops->pending(s); }
+static inline size_t sl_stream_unsent(const sl_stream *s) { return s->ops->unsent(s); }
 static inline int sl_stream_fd(const sl_stream *s) { return s->ops->fd(s); }
 static inline int sl_stream_release_fd(sl_stream *s) { return s->ops->release_fd(s); }
 static inline void sl_stream_free(sl_stream *s) { if (s) s->ops->free(s); }

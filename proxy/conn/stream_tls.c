@@ -362,6 +362,11 @@ static bool ts_pending(sl_stream *s)
            (ts->tls && sl_tls_pending(ts->tls) > 0) || sl_stream_pending(ts->raw);
 }
 
+static size_t ts_unsent(const sl_stream *s)
+{
+    return out_len(s) + sl_stream_unsent(((const tls_stream *)s)->raw);
+}
+
 static int ts_fd(const sl_stream *s)
 {
     return sl_stream_fd(((const tls_stream *)s)->raw);
@@ -392,6 +397,7 @@ static const sl_stream_ops tls_ops = {
     .update = ts_update,
     .shutdown = ts_shutdown,
     .pending = ts_pending,
+    .unsent = ts_unsent,
     .fd = ts_fd,
     .release_fd = ts_release_fd,
     .free = ts_free,
