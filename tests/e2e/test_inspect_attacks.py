@@ -790,3 +790,39 @@ def test_the_last_response_of_a_tunnel_reaches_a_client_that_half_closed(sluice_
         if not data.endswith(pattern(n)):
             cut.append((n, len(data)))
     assert not cut, f"responses cut at the close (size, bytes the client got), the kernel holding {held}: {cut}"
+
+
+def test_a_new_origin_connection_whose_handshake_never_ends_times_out_at_connect_ms(sluice_inspecting, tls_origin):
+    """Request 2 needs a new origin connection (the first hung up), and the
+    origin never answers its ClientHello: at connect_ms the request gets
+    502 upstream_tls_failed inside the tunnel, its own deny line, and the
+    tunnel its close line."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES, config={"timeouts": {"connect_ms": 1000}})
+
+    def hangup(conn):
+        t = conn.handshake()
+        head = conn.read_request(t)
+        t.send_app(conn.response(conn.body_for(head)))
+        conn.sock.close()
+
+    def silent(conn):
+        conn.wait_end(timeout=15)
+
+    mark = o.mark()
+    o.play(hangup)
+    o.play(silent)
+    tsock, conn, raw = tls_through(s.port, H2, s.ca)
+    assert conn.request("GET", "/one", host=H2).status == 200
+    o.wait_done(o.wait_conns(mark, 1)[0])
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    r = conn.request("GET", "/two", host=H2)
+    elapsed = time.monotonic() - t0
+    tsock.close()
+    assert_refused(r, 502, "upstream_tls_failed")
+    assert 0.8 < elapsed < 3.0, f"the handshake's wait took {elapsed:.2f}s (connect_ms 1000)"
+    d, lines = _one_tunnel_record(s, raw.local_port, 2)
+    reqs = [l for l in lines if l["event"] == "request"]
+    assert [(l["decision"], l["reason"]) for l in reqs] == [("allow", "rule"), ("deny", "upstream_tls_failed")], \
+        show(lines)
