@@ -826,3 +826,36 @@ def test_a_new_origin_connection_whose_handshake_never_ends_times_out_at_connect
     reqs = [l for l in lines if l["event"] == "request"]
     assert [(l["decision"], l["reason"]) for l in reqs] == [("allow", "rule"), ("deny", "upstream_tls_failed")], \
         show(lines)
+
+
+@pytest.mark.parametrize("origin_close_notify", [True, False])
+def test_a_body_that_ends_at_the_close_is_complete_only_with_the_origins_close_notify(sluice_inspecting, tls_origin,
+                                                                                      origin_close_notify):
+    """A response without Content-Length or chunked ends when the origin
+    closes. In TLS, only a close_notify says that close is the origin's
+    (RFC 5246 7.2.1, RFC 9112 9.8): without it, whoever cut the TCP
+    connection cut the body. sluice must pass that on: its own close_notify
+    to the client only when the origin sent one, so that a truncated body
+    is never presented as complete."""
+    o = tls_origin
+    s = sluice_inspecting(allow=H2_RULES)
+
+    def until_close(conn):
+        t = conn.handshake()
+        conn.read_request(t)
+        t.send_app(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nthe first half of a body")
+        if origin_close_notify:
+            t.send_record(ALERT, b"\x01\x00")
+        conn.sock.shutdown(socket.SHUT_WR)
+        conn.wait_end()
+
+    o.play(until_close)
+    raw, t = _raw_client(s, H2)
+    t.send_app(_get(H2, "/x"))
+    recs, closed = t.recv_records(5.0)
+    raw.close()
+    data = b"".join(p for ty, p in recs if ty == APPLICATION_DATA)
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"the first half of a body"), data
+    notified = (ALERT, b"\x01\x00") in recs
+    assert notified == origin_close_notify, \
+        f"origin close_notify {origin_close_notify}, but the client got one: {notified} ({recs[-2:]})"
