@@ -139,6 +139,8 @@ typedef struct exchange {
     int status;                   /* the final response's status (or sluice's own) */
     const char *end_detail;       /* why it ended, for the close line (a TLS failure) */
     bool lingering;               /* CS_CLOSING: the reply is out; discarding input */
+    bool abrupt;                  /* the body ended at an origin's close without a TLS close_notify:
+                                     the client's connection ends without one too */
 } exchange;
 
 typedef struct conn {

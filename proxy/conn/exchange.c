@@ -257,7 +257,7 @@ static void flush_done(conn *c)
     bool kept = c->up != NULL;
     if (c->x.client_close || c->w->draining || c->cli->error ||
         (c->cli->eof && in_len(c->cli) == 0)) {
-        conn_finish(c, "done");   /* the close line is written already */
+        conn_finish(c, c->x.abrupt ? "origin_eof" : "done");   /* the request's line is written already */
         return;
     }
     conn_new_exchange(c);
@@ -270,7 +270,7 @@ static void flush_done(conn *c)
 
 static void exchange_complete(conn *c)
 {
-    conn_log_close(c, "done");
+    conn_log_close(c, c->x.abrupt ? "origin_eof" : "done");
     bool reuse = c->up && !c->x.resp_close && c->x.resp.kind != BODY_UNTIL_CLOSE && c->x.req.done &&
                  !c->x.req_abandoned && !c->up->eof && !c->up->error && in_len(c->up) == 0 &&
                  out_len(c->up) == 0 && !c->x.client_close;
@@ -409,6 +409,10 @@ static void pump_response(conn *c)
             return;
         }
         c->x.resp.done = true;
+        /* Over TLS only a close_notify makes this close the body's end;
+         * without one it may be a cut (the stream says so in failure),
+         * and the client must not be told otherwise. */
+        c->x.abrupt = c->up->failure[0] != '\0';
     }
     if (c->x.resp.done)
         exchange_complete(c);
