@@ -98,6 +98,7 @@ static bool mem_pending(sl_stream *s)
            m->peer_reset || s->eof;
 }
 
+static size_t mem_unsent(const sl_stream *s) { return evbuffer_get_length(s->out); }
 static int mem_fd(const sl_stream *s) { (void)s; return -1; }
 static int mem_release_fd(sl_stream *s) { (void)s; return -1; }
 
@@ -116,7 +117,7 @@ static void mem_free(sl_stream *s)
 
 static const sl_stream_ops mem_ops = {
     .flush = mem_flush, .update = mem_update, .shutdown = mem_shutdown, .pending = mem_pending,
-    .fd = mem_fd, .release_fd = mem_release_fd, .free = mem_free,
+    .unsent = mem_unsent, .fd = mem_fd, .release_fd = mem_release_fd, .free = mem_free,
 };
 
 static inline mem_stream *mem_new(struct event_base *base, sl_stream_cb cb, void *arg, int *frees,
