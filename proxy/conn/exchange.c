@@ -194,6 +194,13 @@ static bool pump_body(conn *c, body *b, bool from_client, const char **err)
             long k = feed_chunked(&b->chunked, src->in, avail < 65536 ? avail : 65536, err);
             if (k < 0)
                 return false;
+            if (from_client && c->x.cred && b->chunked.trailer_field) {
+                /* A trailer could carry the credential's header beside the
+                 * gate's (an origin may merge trailers into the head): not
+                 * one byte of it is passed on; the origin gets a cut body. */
+                *err = "a trailer field in a request that carries a credential";
+                return false;
+            }
             move(c, from_client, (size_t)k);
             b->done = b->chunked.done;
             if (k == 0 && !b->done)
