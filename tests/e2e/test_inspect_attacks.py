@@ -862,3 +862,27 @@ def test_a_body_that_ends_at_the_close_is_complete_only_with_the_origins_close_n
     notified = (ALERT, b"\x01\x00") in recs
     assert notified == origin_close_notify, \
         f"origin close_notify {origin_close_notify}, but the client got one: {notified} ({recs[-2:]})"
+
+
+def test_a_head_in_one_byte_records_and_empty_records_stay_cheap(sluice_inspecting, inspect_origins):
+    """A head sent one byte per record (30 KiB of records of 1 byte), then
+    a run of empty records: sluice holds about what the head is, the head
+    still parses, and a run of empty records ends the tunnel (mbedtls
+    allows 3 in a row) with a line, not a hang or a spin."""
+    s = sluice_inspecting(allow=[READS])
+    raw, t = _raw_client(s)
+    head = _get(REG, "/bytes/4", "X-Pad: " + "p" * 30000 + "\r\n")
+    rss0 = s.rss()
+    t.send_app(head[:-1], record=1)
+    time.sleep(0.3)
+    grown = s.rss() - rss0
+    assert grown < 4 * MiB, f"a {len(head)}-byte head in 1-byte records grew sluice by {grown / MiB:.1f} MiB"
+    t.send_app(head[-1:])
+    data, _, _ = t.recv_app_until(_ends_response)
+    assert data.startswith(b"HTTP/1.1 200") and data.endswith(pattern(4)), data[:200]
+    for _ in range(10):
+        t.send_record(APPLICATION_DATA, b"")
+    recs, closed = t.recv_records(5.0)
+    assert closed, f"ten empty records in a row left the tunnel open: {recs}"
+    raw.close()
+    d, lines = _one_tunnel_record(s, raw.local_port, 1)
