@@ -8,6 +8,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -458,7 +459,10 @@ static void linger_if_flushed(conn *c)
     if (c->x.lingering || !sl_stream_flushed(c->cli))
         return;   /* a TLS stream's last records may still wait for the socket */
     c->x.lingering = true;
-    sl_stream_shutdown(c->cli);
+    if (c->x.abrupt)   /* a FIN and no close_notify: the end the client would have seen from the origin */
+        shutdown(sl_stream_fd(c->cli), SHUT_WR);
+    else
+        sl_stream_shutdown(c->cli);
     evbuffer_drain(c->cli->in, evbuffer_get_length(c->cli->in));
     if (c->cli->eof) {   /* the client has already closed its side: nothing to wait for */
         conn_close(c, c->x.finishing);

@@ -40,6 +40,7 @@ typedef struct inspect {
     sl_addr addrs[SL_DNS_MAX_ADDRS];   /* vetted for the CONNECT; requests reconnect to these only */
     size_t naddrs;
     const sl_entry *rule;         /* the first rule covering the host */
+    char sni[256];                /* the ClientHello's name, for the CONNECT's decision line (logged later) */
     int n;                        /* requests read so far */
     enum { IN_UPSTREAM, IN_CLIENT, IN_REQUESTS } phase;   /* whose handshake CS_TLS waits for */
     bool client_ready;            /* the client's handshake is done */
@@ -138,6 +139,8 @@ typedef struct exchange {
     int status;                   /* the final response's status (or sluice's own) */
     const char *end_detail;       /* why it ended, for the close line (a TLS failure) */
     bool lingering;               /* CS_CLOSING: the reply is out; discarding input */
+    bool abrupt;                  /* the body ended at an origin's close without a TLS close_notify:
+                                     the client's connection ends without one too */
 } exchange;
 
 typedef struct conn {

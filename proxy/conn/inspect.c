@@ -30,6 +30,11 @@ static bool first_upstream(const conn *c) { return !c->in->client_ready && c->in
 static void start_client_tls(conn *c)
 {
     inspect *in = c->in;
+    if (c->cli->error || c->cli->eof) {   /* gone while the origin's handshake ran */
+        c->x.end_detail = "the client closed the connection before its TLS handshake";
+        conn_close(c, c->cli->error ? "client_error" : "client_eof");
+        return;
+    }
     in->phase = IN_CLIENT;
     conn_timer(c, c->pol->header_ms);   /* a client that stops mid-handshake */
     c->cli = sl_stream_tls_server(c->cli, c->pol->tls_server, in->host.name, CONN_READ_AHEAD, conn_on_stream, c);
@@ -46,6 +51,7 @@ void inspect_begin(conn *c)
     inspect *in = calloc(1, sizeof *in);
     if (!in) {
         conn_close(c, "out_of_memory");
+        c->x.sni = NULL;   /* check_sni's, on its stack */
         return;
     }
     memcpy(in->id, c->x.id, sizeof in->id);
@@ -55,6 +61,11 @@ void inspect_begin(conn *c)
     memcpy(in->addrs, c->x.addrs, c->x.naddrs * sizeof *c->x.addrs);
     in->rule = c->x.rule;
     in->phase = IN_UPSTREAM;
+    /* check_sni's name lives on its stack: the decision line comes later. */
+    if (c->x.sni) {
+        snprintf(in->sni, sizeof in->sni, "%s", c->x.sni);
+        c->x.sni = in->sni;
+    }
     c->in = in;
     conn_set_state(c, CS_TLS);
     conn_timer(c, c->pol->connect_ms);
@@ -102,6 +113,8 @@ static void upstream_failed(conn *c, const char *why)
 static void upstream_ready(conn *c)
 {
     if (first_upstream(c)) {
+        if (c->cli->error)   /* conn_allow_as closes after the allow line */
+            c->x.end_detail = "the client's connection failed before its TLS handshake";
         if (!conn_allow_as(c, "inspected"))
             return;
         exchange_keep_origin(c);   /* idle until the first request: it must stay silent */
@@ -164,17 +177,17 @@ void inspect_on_stream(conn *c, bool from_client, sl_stream_event ev)
         client_ready(c);
         return;
     case SL_STREAM_ERROR:
-        if (in->phase == IN_CLIENT)
-            client_failed(c, "client_tls_failed", c->cli->failure[0] ? c->cli->failure : strerror(c->cli->error));
-        else
-            conn_close(c, "client_error");
-        return;
     case SL_STREAM_EOF:
-        if (in->phase == IN_CLIENT)
-            client_failed(c, "client_eof", "the client closed the connection during the TLS handshake");
-        else if (in->phase == IN_UPSTREAM && !in->client_ready)
-            conn_close(c, "client_eof");   /* gone while the origin's handshake ran */
-        /* A request waiting for its new origin connection still goes. */
+        if (in->phase == IN_CLIENT) {
+            if (ev == SL_STREAM_ERROR)
+                client_failed(c, "client_tls_failed", c->cli->failure[0] ? c->cli->failure : strerror(c->cli->error));
+            else
+                client_failed(c, "client_eof", "the client closed the connection during the TLS handshake");
+        }
+        /* While the origin's handshake runs, the client's end is kept in
+         * its stream: the CONNECT (or the waiting request) was made, so it
+         * is decided on what the origin does, as a request in CONNECTING
+         * is; conn_allow_as and start_client_tls then act on it. */
         return;
     case SL_STREAM_READ:
     case SL_STREAM_DRAINED:

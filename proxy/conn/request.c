@@ -151,8 +151,10 @@ bool request_rules(conn *c)
         return false;
     }
     c->x.rule = rule;
-    /* A secret goes only into TLS the gate verified, never in the clear. */
-    if (tls && p->ncredentials)
+    /* A secret goes only into TLS the gate verified, never in the clear,
+     * and never in a TRACE, whose response is the request itself (RFC 9110
+     * 9.3.8): the client's own value of the header is dropped all the same. */
+    if (tls && p->ncredentials && c->x.method != SL_METHOD_TRACE)
         c->x.cred = sl_policy_credential(p, &c->x.host, c->x.port, true);
     return true;
 }

@@ -13,7 +13,9 @@
  * session (the session takes at most one record: what stays is bounded by
  * raw's in_max). Plaintext leaves `out` only while raw->out holds less than
  * OUT_AHEAD bytes, so a peer that does not read stops sluice at the owner's
- * own watermarks on `out`. */
+ * own watermarks on `out`. What the session answers by itself while it
+ * reads (alerts) stops its reading once raw->out holds RAW_OUT_MAX: then
+ * it holds at most that plus the answers to one record's messages. */
 #include "stream.h"
 
 #include <errno.h>
@@ -29,6 +31,12 @@
 #define RECORD_MAX 16384                    /* plaintext in one TLS record */
 #define RAW_IN_MAX (RECORD_MAX + 2048 + 5)  /* the biggest TLS 1.2 record on the wire */
 #define OUT_AHEAD RECORD_MAX                /* ciphertext queued in raw->out before `out` waits */
+/* Ciphertext queued in raw->out beyond which the session is given no more
+ * of the peer's bytes: above what encrypt_out ever queues (OUT_AHEAD plus
+ * one record), so only the session's own answers reach it (a warning alert
+ * for each renegotiation request, say, which a peer that does not read
+ * could otherwise make sluice queue without end). */
+#define RAW_OUT_MAX (OUT_AHEAD + RAW_IN_MAX)
 
 /* Plaintext is decrypted here and copied: `in` gets blocks the size of what
  * came, not of a record that might have (as in stream.c). */
@@ -84,9 +92,17 @@ static size_t ts_send(void *ctx, const unsigned char *p, size_t n)
     return n;
 }
 
+/* The peer's bytes are held back while what the session answered waits. */
+static bool answers_wait(const tls_stream *ts)
+{
+    return evbuffer_get_length(ts->raw->out) >= RAW_OUT_MAX;
+}
+
 static ssize_t ts_recv(void *ctx, unsigned char *p, size_t n)
 {
     tls_stream *ts = ctx;
+    if (answers_wait(ts))
+        return 0;   /* raw's DRAINED steps again */
     if (evbuffer_get_length(ts->raw->in) == 0)
         return ts->raw->eof ? -1 : 0;
     return evbuffer_remove(ts->raw->in, p, n);
@@ -105,7 +121,8 @@ static void arm_raw(tls_stream *ts)
     else if (ts->phase == TS_HANDSHAKE)
         want = true;   /* the handshake reads what it needs, whatever the owner wants */
     else
-        want = ts->s.want_read && !ts->eof_seen && in_len(&ts->s) < ts->s.in_max && in_len(ts->raw) == 0;
+        want = ts->s.want_read && !ts->eof_seen && in_len(&ts->s) < ts->s.in_max && in_len(ts->raw) == 0 &&
+               !answers_wait(ts);
     ts->raw->want_read = want;
     sl_stream_update(ts->raw);
 }
@@ -220,13 +237,13 @@ static bool step_due(const tls_stream *ts)
 {
     const sl_stream *s = &ts->s;
     if (ts->phase == TS_HANDSHAKE)
-        return in_len(ts->raw) > 0 || ts->raw->eof;
+        return (in_len(ts->raw) > 0 || ts->raw->eof) && !answers_wait(ts);
     if (ts->phase != TS_OPEN)
         return false;
     if (out_len(ts->raw) < OUT_AHEAD && (out_len(s) > 0 || (ts->shut_wanted && !ts->shut_done)))
         return true;   /* plaintext written before READY, or a shutdown asked for then */
     return s->want_read && !ts->eof_seen && in_len(s) < s->in_max &&
-           (in_len(ts->raw) > 0 || sl_tls_pending(ts->tls) > 0 || ts->raw->eof);
+           (sl_tls_pending(ts->tls) > 0 || ((in_len(ts->raw) > 0 || ts->raw->eof) && !answers_wait(ts)));
 }
 
 static void step(tls_stream *ts)

@@ -79,8 +79,7 @@ static void check_sni(conn *c)
         return;
     }
     if (c->x.inspected) {
-        c->x.sni = NULL;
-        inspect_begin(c);   /* TLS with the origin, then with the client */
+        inspect_begin(c);   /* TLS with the origin, then with the client; keeps the SNI for its line */
         return;
     }
     /* The 200 is out already: a log that fails now can only cut the
