@@ -8,11 +8,11 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "connect.h"
