@@ -880,8 +880,11 @@ def test_a_head_in_one_byte_records_and_empty_records_stay_cheap(sluice_inspecti
     t.send_app(head[-1:])
     data, _, _ = t.recv_app_until(_ends_response)
     assert data.startswith(b"HTTP/1.1 200") and data.endswith(pattern(4)), data[:200]
-    for _ in range(10):
-        t.send_record(APPLICATION_DATA, b"")
+    try:
+        for _ in range(10):
+            t.send_record(APPLICATION_DATA, b"")
+    except (ConnectionResetError, BrokenPipeError):
+        pass   # sluice may end the tunnel (with a reset) before the tenth: what is checked next
     recs, closed = t.recv_records(5.0)
     assert closed, f"ten empty records in a row left the tunnel open: {recs}"
     raw.close()
