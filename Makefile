@@ -26,10 +26,13 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(PROXY_INC)
 LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lmbedtls -lmbedx509 -lmbedcrypto -lpthread
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-# Debian packages: build, unit tests, end-to-end tests.
+# Debian packages: build, unit tests, end-to-end tests. Node and npm (the
+# inspection tests' real clients) are taken from wherever they come from on
+# this machine (nodesource's nodejs carries its own npm, which Debian's npm
+# package would conflict with): Debian's are installed only when missing.
 DEB_PKGS := gcc make pkg-config libevent-dev libc-ares-dev libmbedtls-dev libinih-dev \
             libidn2-dev libunistring-dev libpsl-dev publicsuffix libjansson-dev libyaml-dev zlib1g-dev libexpat1-dev libcmocka-dev \
-            python3 python3-pytest python3-prometheus-client dnsmasq-base iproute2 util-linux curl openssl \
+            python3 python3-pytest python3-prometheus-client python3-cryptography git ca-certificates dnsmasq-base iproute2 util-linux curl openssl \
             podman runc clang libclang-rt-14-dev
 
 LIB_SRC  := $(sort $(foreach d,$(ALLOWLIST_DIRS) $(filter-out proxy,$(PROXY_DIRS)),$(wildcard $(d)/*.c)))
@@ -65,8 +68,10 @@ build/san/allowlist/%.o: allowlist/%.c
 
 # Pure parsers: proxy/proto/ may include only the C library and its own
 # headers (no libevent, c-ares, mbedtls, jansson...), so they are tested and
-# fuzzed as functions on bytes. Checked on the preprocessor's own list of
-# every header each file pulls in.
+# fuzzed as functions on bytes. And proxy/crypto/crypto.c is the only source
+# of the program that pulls in an mbedtls header (a move to mbedtls 3
+# changes one file; tests may use mbedtls to cross-check). Both checked on
+# the preprocessor's own list of every header each file pulls in.
 check-layout:
 	@set -e; for f in proxy/proto/*.c; do \
 	  deps=$$($(CC) $(BASE_CFLAGS) -Iproxy/proto -MM -MG $$f | tr ' \\' '\n\n' | grep '\.h$$' || true); \
@@ -74,7 +79,12 @@ check-layout:
 	  if [ -n "$$bad" ]; then echo "check-layout: $$f includes headers outside proxy/proto/: $$bad" >&2; exit 1; fi; \
 	  sys=$$($(CC) $(BASE_CFLAGS) -Iproxy/proto -M $$f | tr ' \\' '\n\n' | grep '\.h$$' | grep -E 'event2|ares|mbedtls|jansson|yaml|expat|idn2|psl|ini\.h' || true); \
 	  if [ -n "$$sys" ]; then echo "check-layout: $$f includes library headers: $$sys" >&2; exit 1; fi; \
-	done; echo "check-layout: proxy/proto/ is pure; allowlist/ builds without proxy/"
+	done; \
+	for f in $(LIB_SRC) $(MAIN_SRC); do \
+	  [ "$$f" = proxy/crypto/crypto.c ] && continue; \
+	  mb=$$($(CC) $(ALL_CFLAGS) -M $$f | tr ' \\' '\n\n' | grep '/mbedtls/' | head -3 | tr '\n' ' ' || true); \
+	  if [ -n "$$mb" ]; then echo "check-layout: $$f includes mbedtls headers (only proxy/crypto/crypto.c may): $$mb" >&2; exit 1; fi; \
+	done; echo "check-layout: proxy/proto/ is pure; allowlist/ builds without proxy/; only crypto.c includes mbedtls"
 
 build/libsluice.a: $(OBJ)
 	@rm -f $@
@@ -132,6 +142,8 @@ deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
@@ -170,14 +182,16 @@ fuzz:
 # The running daemon, fuzzed through real sockets from the client side, the
 # origin side and DNS at once (tests/fuzz/daemon/), in a network namespace of
 # its own: a clang ASan+UBSan build with edge coverage, the committed corpus
-# replayed first, then mutated. FUZZ_DAEMON_SECONDS=3600 runs an hour. A
-# failing case is written to build/fuzz-daemon/crashes/ and fails the target;
-# tests/fuzz/daemon/run.py --replay FILE replays it. See tests/fuzz/README.md.
+# replayed first, then mutated; plain requests, opaque and inspected tunnels
+# (--inspect on: a gate that cannot inspect fails it). FUZZ_DAEMON_SECONDS=3600
+# runs an hour. A failing case is written to build/fuzz-daemon/crashes/ and
+# fails the target; tests/fuzz/daemon/run.py --replay FILE replays it. See
+# tests/fuzz/README.md.
 FUZZ_DAEMON_SECONDS ?= 60
 .PHONY: fuzz-daemon
 fuzz-daemon:
 	$(MAKE) -s -f tests/fuzz/daemon/daemon.mk -j2
-	unshare --net --mount -- /usr/bin/python3 tests/fuzz/daemon/run.py --seconds $(FUZZ_DAEMON_SECONDS) $(FUZZ_DAEMON_ARGS)
+	unshare --net --mount -- /usr/bin/python3 tests/fuzz/daemon/run.py --inspect on --seconds $(FUZZ_DAEMON_SECONDS) $(FUZZ_DAEMON_ARGS)
 
 # allow-from-lockfile against every fixture under tests/lockfiles/, offline.
 lockfiles: build/san/sluice

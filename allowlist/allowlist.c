@@ -12,9 +12,10 @@
 #include <sys/types.h>
 
 #include "netclass.h"
+#include "rules.h"
 #include "text.h"
 
-#define LINE_MAX_BYTES 1024
+#define LINE_MAX_BYTES SL_ENTRY_LINE_MAX
 
 /* ---- A small open-addressing hash table ----
  *
@@ -99,16 +100,24 @@ static bool ht_insert(htab *t, uint32_t hash, uint32_t idx)
 /* ---- The list ---- */
 
 typedef struct item {
-    sl_entry e;
+    sl_entry e;            /* first: sl_allowlist_index relies on it */
     uint32_t next;         /* next entry with the same key, index + 1; 0: none */
     uint32_t last;         /* for the first entry of a key: the last one, index */
+    void *block;           /* a rule's strings, one allocation */
 } item;
+
+/* Plain entries and request rules have tables of their own, so that
+ * matching one kind never walks the other's entries. */
+typedef struct keyindex {
+    htab exact;            /* host text (name or canonical IP) -> first exact entry */
+    htab suffix;           /* suffix -> first wildcard/apex entry */
+} keyindex_t;
 
 struct sl_allowlist {
     item *items;           /* insertion order */
     size_t n, cap;
-    htab exact;            /* host text (name or canonical IP) -> first exact entry */
-    htab suffix;           /* suffix -> first wildcard/apex entry */
+    keyindex_t plain, rules;
+    size_t nrules;
     char **files;          /* interned provenance strings */
     size_t nfiles, capfiles;
     htab filetab;
@@ -123,9 +132,13 @@ void sl_allowlist_free(sl_allowlist *al)
 {
     if (!al)
         return;
+    for (size_t i = 0; i < al->n; i++)
+        free(al->items[i].block);
     free(al->items);
-    free(al->exact.slots);
-    free(al->suffix.slots);
+    free(al->plain.exact.slots);
+    free(al->plain.suffix.slots);
+    free(al->rules.exact.slots);
+    free(al->rules.suffix.slots);
     for (size_t i = 0; i < al->nfiles; i++)
         free(al->files[i]);
     free(al->files);
@@ -141,6 +154,11 @@ size_t sl_allowlist_count(const sl_allowlist *al)
 const sl_entry *sl_allowlist_entry(const sl_allowlist *al, size_t i)
 {
     return i < al->n ? &al->items[i].e : NULL;
+}
+
+size_t sl_allowlist_index(const sl_allowlist *al, const sl_entry *e)
+{
+    return (size_t)((const item *)(const void *)e - al->items);
 }
 
 static bool file_eq(const void *ctx, uint32_t idx, const char *key, size_t len)
@@ -186,16 +204,22 @@ static bool entry_eq(const void *ctx, uint32_t idx, const char *key, size_t len)
     return h->len == len && memcmp(h->name, key, len) == 0;
 }
 
-/* Appends e and links it under its key, keeping insertion order per key. */
-static bool add_entry(sl_allowlist *al, const sl_entry *e)
+/* Appends e and links it under its key, keeping insertion order per key.
+ * A rule's strings (block) belong to the list from here on, whatever
+ * happens. */
+static bool add_entry(sl_allowlist *al, const sl_entry *e, void *block)
 {
-    if (al->n >= UINT32_MAX - 1)
+    if (al->n >= UINT32_MAX - 1) {
+        free(block);
         return false;
+    }
     if (al->n == al->cap) {
         size_t ncap = al->cap ? al->cap * 2 : 64;
         item *ni = realloc(al->items, ncap * sizeof *ni);
-        if (!ni)
+        if (!ni) {
+            free(block);
             return false;
+        }
         al->items = ni;
         al->cap = ncap;
     }
@@ -204,8 +228,10 @@ static bool add_entry(sl_allowlist *al, const sl_entry *e)
     it->e = *e;
     it->next = 0;
     it->last = idx;
+    it->block = NULL;
 
-    htab *t = e->kind == SL_ENTRY_EXACT ? &al->exact : &al->suffix;
+    keyindex_t *ix = sl_entry_is_rule(e) ? &al->rules : &al->plain;
+    htab *t = e->kind == SL_ENTRY_EXACT ? &ix->exact : &ix->suffix;
     uint32_t h = hash_str(e->host.name, e->host.len);
     int64_t first = ht_find(t, h, e->host.name, e->host.len, entry_eq, al);
     if (first >= 0) {
@@ -213,9 +239,13 @@ static bool add_entry(sl_allowlist *al, const sl_entry *e)
         al->items[head->last].next = idx + 1;
         head->last = idx;
     } else if (!ht_insert(t, h, idx)) {
+        free(block);
         return false;
     }
+    it->block = block;
     al->n++;
+    if (sl_entry_is_rule(e))
+        al->nrules++;
     return true;
 }
 
@@ -434,6 +464,122 @@ static bool parse_entry(const char *tok, size_t tlen, sl_entry *e, char *err, si
     return true;
 }
 
+/* A host has a '.', ':' or '['; a method list never does. */
+static bool host_like(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i] == '.' || t[i] == ':' || t[i] == '[')
+            return true;
+    return false;
+}
+
+static bool has_upper_only(const char *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i] >= 'a' && t[i] <= 'z')
+            return false;
+    return true;
+}
+
+typedef struct token {
+    const char *p;
+    size_t n;
+} token;
+
+/* The length of a rule as sl_entry_format writes it. */
+static size_t rule_line_len(const sl_entry *e)
+{
+    char host[SL_HOST_MAX + 16];
+    size_t n = strlen(e->methods) + 1 + strlen(sl_entry_format_host(e, host, sizeof host)) +
+               strlen(e->path);
+    for (size_t i = 0; i < e->ndigests; i++)
+        n += 1 + strlen(e->digests[i]);
+    return n;
+}
+
+/* "METHODS HOST[:PORT]PATH [DIGEST ...]" from its tokens into e, its strings
+ * in one allocation (*block). */
+static bool parse_rule(const token *t, size_t nt, sl_entry *e, void **block, char *err,
+                       size_t errcap)
+{
+    if (!sl_methods_check(t[0].p, t[0].n, err, errcap))
+        return false;
+    const char *slash = memchr(t[1].p, '/', t[1].n);
+    if (!slash) {
+        put_err(err, errcap, "missing path: a request rule is METHODS HOST[:PORT]PATH, e.g. "
+                "'GET example.org/*'", t[1].p, t[1].n);
+        return false;
+    }
+    size_t hlen = (size_t)(slash - t[1].p);
+    const char *path = slash;
+    size_t plen = t[1].n - hlen;
+    if (hlen == 0) {
+        put_err(err, errcap, "missing host before the path", t[1].p, t[1].n);
+        return false;
+    }
+    if (!parse_entry(t[1].p, hlen, e, err, errcap))
+        return false;
+    const char *why = sl_path_check(path, plen, true);
+    if (why) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "bad path pattern (%s)", why);
+        put_err(err, errcap, msg, path, plen);
+        return false;
+    }
+    size_t ndig = nt - 2, total = t[0].n + 1 + plen + 1 + ndig * sizeof(char *);
+    for (size_t i = 2; i < nt; i++) {
+        why = sl_digest_check(t[i].p, t[i].n);
+        if (why && (t[i].n < 3 || memcmp(t[i].p, "sha", 3) != 0))
+            why = "unexpected text after the path: only digests (sha256-, sha384- or sha512-...) may follow";
+        if (why) {
+            put_err(err, errcap, why, t[i].p, t[i].n);
+            return false;
+        }
+        total += t[i].n + 1;
+    }
+    if (ndig > 0 && !(t[0].n == 3 && memcmp(t[0].p, "GET", 3) == 0)) {
+        put_err(err, errcap, "only a GET rule may carry digests (a digest pins what GET fetches)",
+                t[0].p, t[0].n);
+        return false;
+    }
+
+    /* One block: the digest pointers first (aligned), then the strings. */
+    char *b = malloc(total);
+    if (!b) {
+        snprintf(err, errcap, "out of memory");
+        return false;
+    }
+    const char **digs = (const char **)(void *)b;
+    char *w = b + ndig * sizeof(char *);
+    memcpy(w, t[0].p, t[0].n);
+    w[t[0].n] = '\0';
+    e->methods = w;
+    w += t[0].n + 1;
+    memcpy(w, path, plen);
+    w[plen] = '\0';
+    e->path = w;
+    w += plen + 1;
+    for (size_t i = 0; i < ndig; i++) {
+        memcpy(w, t[i + 2].p, t[i + 2].n);
+        w[t[i + 2].n] = '\0';
+        digs[i] = w;
+        w += t[i + 2].n + 1;
+    }
+    e->digests = ndig ? digs : NULL;
+    e->ndigests = ndig;
+    *block = b;
+    /* The host's xn-- form can be longer than the Unicode one: the line as
+     * printed must still be one this parser reads. */
+    if (rule_line_len(e) > LINE_MAX_BYTES) {
+        snprintf(err, errcap, "rule is longer than %d bytes once its host is in ASCII (xn--) form",
+                 LINE_MAX_BYTES);
+        free(b);
+        *block = NULL;
+        return false;
+    }
+    return true;
+}
+
 bool sl_allowlist_add_line(sl_allowlist *al, const char *text, size_t len,
                            const char *file, int line, char *err, size_t errcap)
 {
@@ -450,32 +596,68 @@ bool sl_allowlist_add_line(sl_allowlist *al, const char *text, size_t len,
     size_t b = 0;
     while (b < n && is_ws(text[b]))
         b++;
+    size_t cut = n;
     while (n > b && is_ws(text[n - 1]))
         n--;
     if (b == n)
         return true;                         /* blank or comment only */
 
-    const char *tok = text + b;
-    size_t tlen = n - b;
-    size_t t1 = 0;
-    while (t1 < tlen && !is_ws(tok[t1]))
-        t1++;
-    if (t1 < tlen) {
-        size_t r = t1;
-        while (is_ws(tok[r]))
-            r++;
-        put_err(err, errcap, "unexpected text after the entry (one entry a line)", tok + r,
-                tlen - r);
-        return false;
+    token t[LINE_MAX_BYTES / 2 + 1];
+    size_t nt = 0;
+    for (size_t i = b; i < n;) {
+        size_t j = i;
+        while (j < n && !is_ws(text[j]))
+            j++;
+        t[nt++] = (token){ text + i, j - i };
+        while (j < n && is_ws(text[j]))
+            j++;
+        i = j;
     }
 
     sl_entry e;
     memset(&e, 0, sizeof e);
-    if (!parse_entry(tok, tlen, &e, err, errcap))
-        return false;
+    void *block = NULL;
+    /* A rule line: its first token is a method list ("*", "GET,HEAD"), or a
+     * mistyped one ("get", "G@T") before something with a path. A host with
+     * text after it ("example.org x", "bad host!") is not one. */
+    bool rule = nt >= 2 && !host_like(t[0].p, t[0].n) &&
+                (has_upper_only(t[0].p, t[0].n) || memchr(t[1].p, '/', t[1].n));
+    if (rule) {
+        if (hash && n == cut) {
+            /* '#' right after the path or a digest: a fragment is never
+             * sent, and a comment needs a space before it. */
+            put_err(err, errcap, "'#' in a rule (a comment needs a space before it)", t[nt - 1].p,
+                    (size_t)(text + len - t[nt - 1].p));
+            return false;
+        }
+        if (!parse_rule(t, nt, &e, &block, err, errcap))
+            return false;
+    } else {
+        if (nt > 1) {
+            put_err(err, errcap, "unexpected text after the entry (one entry a line)", t[1].p,
+                    (size_t)(text + n - t[1].p));
+            return false;
+        }
+        if (memmem(t[0].p, t[0].n, "://", 3)) {
+            put_err(err, errcap, "a URL is not an entry: write its host (and :PORT)", t[0].p, t[0].n);
+            return false;
+        }
+        if (memchr(t[0].p, '/', t[0].n)) {
+            put_err(err, errcap, "a path needs a method list in front (a request rule: "
+                    "'GET example.org/path')", t[0].p, t[0].n);
+            return false;
+        }
+        if (!parse_entry(t[0].p, t[0].n, &e, err, errcap))
+            return false;
+    }
     e.line = line;
     e.file = intern_file(al, file);
-    if (!e.file || !add_entry(al, &e)) {
+    if (!e.file) {
+        free(block);
+        snprintf(err, errcap, "out of memory");
+        return false;
+    }
+    if (!add_entry(al, &e, block)) {
         snprintf(err, errcap, "out of memory");
         return false;
     }
@@ -548,19 +730,54 @@ static bool entry_allows(const sl_entry *e, int port, bool connect,
     return sl_ports_has(connect ? connect_ports : http_ports, port);
 }
 
-/* Candidates are visited most specific first (exact, then suffixes from the
- * longest), and within one key in insertion order; the first that allows the
- * port wins. Cost: one probe per label of the host, whatever the list size. */
-sl_match_result sl_allowlist_match(const sl_allowlist *al, const sl_host *h, int port,
-                                   bool connect, const sl_ports *connect_ports,
-                                   const sl_ports *http_ports, const sl_entry **rule)
-{
-    if (rule)
-        *rule = NULL;
-    bool host_seen = false;
+/* The keys under which entries covering a host sit: its exact key, then
+ * each of its suffixes from the longest (the host itself first). A chain is
+ * one key's entries in insertion order. */
+enum chain_kind {
+    CH_EXACT_NAME,     /* exact entries for a name: those that are names */
+    CH_EXACT_IP,       /* exact entries for an IP literal: the same address */
+    CH_SUFFIX_SELF,    /* suffix entries for the host itself: apex ones only */
+    CH_SUFFIX,         /* suffix entries for a proper suffix: all */
+};
 
-    /* Exact entries. IP literals are keyed by their canonical text, which is
-     * a function of the address; sl_addr_equal confirms. */
+#define MAX_CHAINS (1 + (SL_HOST_MAX + 1) / 2 + 1)
+
+typedef struct chain {
+    int64_t cur;       /* index of the next entry in the chain, -1 at its end */
+    enum chain_kind kind;
+} chain;
+
+static bool chain_covers(const sl_allowlist *al, const chain *c, const sl_host *h)
+{
+    const sl_entry *e = &al->items[c->cur].e;
+    switch (c->kind) {
+    case CH_EXACT_NAME:
+        return e->host.kind == SL_HOST_NAME;
+    case CH_EXACT_IP:
+        return e->host.kind == h->kind && sl_addr_equal(&e->host.addr, &h->addr);
+    case CH_SUFFIX_SELF:
+        return e->kind != SL_ENTRY_WILDCARD;   /* *.example.org is not example.org */
+    case CH_SUFFIX:
+        return true;
+    }
+    return false;
+}
+
+static int64_t chain_next(const sl_allowlist *al, int64_t i)
+{
+    return (int64_t)al->items[i].next - 1;
+}
+
+/* The non-empty chains of one index for host h, most specific first.
+ * Cost: one probe per label of the host, whatever the list size. */
+static size_t collect_chains(const sl_allowlist *al, const keyindex_t *ix, const sl_host *h,
+                             chain *out)
+{
+    size_t n = 0;
+    if (ix->exact.n == 0 && ix->suffix.n == 0)
+        return 0;
+    /* IP literals are keyed by their canonical text, which is a function of
+     * the address; chain_covers confirms with sl_addr_equal. */
     char ipbuf[SL_ADDR_STRLEN];
     const char *key = h->name;
     size_t klen = h->len;
@@ -569,12 +786,73 @@ sl_match_result sl_allowlist_match(const sl_allowlist *al, const sl_host *h, int
         key = sl_addr_format(&h->addr, ipbuf, sizeof ipbuf);
         klen = strlen(key);
     }
-    int64_t i = ht_find(&al->exact, hash_str(key, klen), key, klen, entry_eq, al);
-    for (; i >= 0; i = (int64_t)al->items[i].next - 1) {
-        const sl_entry *e = &al->items[i].e;
-        if (ip ? (e->host.kind == h->kind && sl_addr_equal(&e->host.addr, &h->addr))
-               : e->host.kind == SL_HOST_NAME) {
+    int64_t i = ht_find(&ix->exact, hash_str(key, klen), key, klen, entry_eq, al);
+    if (i >= 0)
+        out[n++] = (chain){ i, ip ? CH_EXACT_IP : CH_EXACT_NAME };
+    if (ip || ix->suffix.n == 0)
+        return n;                        /* only DNS names have suffixes */
+    for (size_t off = 0; off < h->len;) {
+        const char *suf = h->name + off;
+        size_t slen = h->len - off;
+        i = ht_find(&ix->suffix, hash_str(suf, slen), suf, slen, entry_eq, al);
+        if (i >= 0)
+            out[n++] = (chain){ i, off == 0 ? CH_SUFFIX_SELF : CH_SUFFIX };
+        const char *dot = memchr(suf, '.', slen);
+        if (!dot)
+            break;
+        off = (size_t)(dot - h->name) + 1;
+    }
+    return n;
+}
+
+/* The first rule in insertion order that covers host:port, or NULL;
+ * *host_seen when some rule covers the host. */
+static const sl_entry *first_rule(const sl_allowlist *al, const sl_host *h, int port, bool connect,
+                                  const sl_ports *cp, const sl_ports *hp, bool *host_seen)
+{
+    chain ch[MAX_CHAINS];
+    size_t n = collect_chains(al, &al->rules, h, ch);
+    int64_t best = -1;
+    for (size_t k = 0; k < n; k++) {
+        for (chain c = ch[k]; c.cur >= 0 && (best < 0 || c.cur < best); c.cur = chain_next(al, c.cur)) {
+            if (!chain_covers(al, &c, h))
+                continue;
+            *host_seen = true;
+            if (entry_allows(&al->items[c.cur].e, port, connect, cp, hp)) {
+                best = c.cur;
+                break;
+            }
+        }
+    }
+    return best >= 0 ? &al->items[best].e : NULL;
+}
+
+/* Plain candidates are visited most specific first (exact, then suffixes
+ * from the longest), and within one key in insertion order; the first that
+ * allows the port wins. Rules, checked first, are found the same way. */
+sl_match_result sl_allowlist_match(const sl_allowlist *al, const sl_host *h, int port,
+                                   bool connect, const sl_ports *connect_ports,
+                                   const sl_ports *http_ports, const sl_entry **rule)
+{
+    if (rule)
+        *rule = NULL;
+    bool host_seen = false;
+    if (al->nrules) {
+        const sl_entry *r = first_rule(al, h, port, connect, connect_ports, http_ports, &host_seen);
+        if (r) {
+            if (rule)
+                *rule = r;
+            return SL_MATCH_INSPECTED;
+        }
+    }
+    chain ch[MAX_CHAINS];
+    size_t n = collect_chains(al, &al->plain, h, ch);
+    for (size_t k = 0; k < n; k++) {
+        for (chain c = ch[k]; c.cur >= 0; c.cur = chain_next(al, c.cur)) {
+            if (!chain_covers(al, &c, h))
+                continue;
             host_seen = true;
+            const sl_entry *e = &al->items[c.cur].e;
             if (entry_allows(e, port, connect, connect_ports, http_ports)) {
                 if (rule)
                     *rule = e;
@@ -582,37 +860,194 @@ sl_match_result sl_allowlist_match(const sl_allowlist *al, const sl_host *h, int
             }
         }
     }
+    return host_seen ? SL_MATCH_PORT_NOT_ALLOWED : SL_MATCH_NO_ENTRY;
+}
 
-    /* Wildcard and apex entries: only DNS names have suffixes. */
-    if (!ip) {
-        for (size_t off = 0; off < h->len;) {
-            const char *suf = h->name + off;
-            size_t slen = h->len - off;
-            bool is_self = off == 0;
-            i = ht_find(&al->suffix, hash_str(suf, slen), suf, slen, entry_eq, al);
-            for (; i >= 0; i = (int64_t)al->items[i].next - 1) {
-                const sl_entry *e = &al->items[i].e;
-                if (e->kind == SL_ENTRY_WILDCARD && is_self)
-                    continue;            /* *.example.org is not example.org */
-                host_seen = true;
-                if (entry_allows(e, port, connect, connect_ports, http_ports)) {
-                    if (rule)
-                        *rule = e;
-                    return SL_MATCH_ALLOWED;
-                }
-            }
-            const char *dot = memchr(suf, '.', slen);
-            if (!dot)
-                break;
-            off = (size_t)(dot - h->name) + 1;
+/* The rules covering host:port come from several chains (the exact key and
+ * each suffix); they are merged by index, so that they are tried in
+ * insertion order across host forms. */
+sl_match_result sl_allowlist_match_request(const sl_allowlist *al, const sl_host *h, int port,
+        bool connect, const sl_ports *connect_ports, const sl_ports *http_ports,
+        const char *method, const char *path, size_t path_len, const sl_entry **rule)
+{
+    if (rule)
+        *rule = NULL;
+    if (al->nrules == 0)
+        return SL_MATCH_RULE_NOT_MATCHED;
+    size_t mlen = strlen(method);
+    chain ch[MAX_CHAINS];
+    size_t n = collect_chains(al, &al->rules, h, ch);
+    for (;;) {
+        size_t k = n;
+        for (size_t j = 0; j < n; j++)
+            if (ch[j].cur >= 0 && (k == n || ch[j].cur < ch[k].cur))
+                k = j;
+        if (k == n)
+            return SL_MATCH_RULE_NOT_MATCHED;
+        bool covers = chain_covers(al, &ch[k], h);
+        const sl_entry *e = &al->items[ch[k].cur].e;
+        ch[k].cur = chain_next(al, ch[k].cur);
+        if (covers && entry_allows(e, port, connect, connect_ports, http_ports) &&
+            sl_methods_include(e->methods, method, mlen) &&
+            sl_glob_match(e->path, strlen(e->path), path, path_len, NULL)) {
+            if (rule)
+                *rule = e;
+            return SL_MATCH_ALLOWED;
         }
     }
-    return host_seen ? SL_MATCH_PORT_NOT_ALLOWED : SL_MATCH_NO_ENTRY;
+}
+
+const char *sl_path_ambiguous(const char *path, size_t len)
+{
+    return sl_path_check(path, len, false);
+}
+
+/* ---- Overlaps and warnings ---- */
+
+static bool name_eq(const sl_host *a, const sl_host *b)
+{
+    return a->len == b->len && memcmp(a->name, b->name, a->len) == 0;
+}
+
+/* a is a proper subdomain of b. */
+static bool name_under(const sl_host *a, const sl_host *b)
+{
+    return a->len > b->len && a->name[a->len - b->len - 1] == '.' &&
+           memcmp(a->name + a->len - b->len, b->name, b->len) == 0;
+}
+
+/* A suffix entry s covers the name h. */
+static bool suffix_covers(const sl_entry *s, const sl_host *h)
+{
+    return name_under(h, &s->host) || (s->kind == SL_ENTRY_APEX && name_eq(h, &s->host));
+}
+
+bool sl_entry_hosts_overlap(const sl_entry *a, const sl_entry *b)
+{
+    if (a->host.kind != SL_HOST_NAME || b->host.kind != SL_HOST_NAME)
+        return a->kind == SL_ENTRY_EXACT && b->kind == SL_ENTRY_EXACT && a->host.kind == b->host.kind &&
+               sl_addr_equal(&a->host.addr, &b->host.addr);
+    if (a->kind == SL_ENTRY_EXACT && b->kind == SL_ENTRY_EXACT)
+        return name_eq(&a->host, &b->host);
+    if (a->kind == SL_ENTRY_EXACT)
+        return suffix_covers(b, &a->host);
+    if (b->kind == SL_ENTRY_EXACT)
+        return suffix_covers(a, &b->host);
+    /* Two suffix forms share the subdomains of the longer one. */
+    return name_eq(&a->host, &b->host) || name_under(&a->host, &b->host) ||
+           name_under(&b->host, &a->host);
+}
+
+typedef void (*overlap_fn)(void *ctx, const sl_entry *ea, const sl_entry *eb);
+
+/* For e, the entries of ix (in list l) keyed by e's host itself (exact and
+ * suffix keys; unless proper_only) or by a proper suffix of it (suffix keys):
+ * every entry whose host form is e's or wider. */
+static void visit_wider(const sl_allowlist *l, const keyindex_t *ix, const sl_entry *e,
+                        bool proper_only, bool e_first, overlap_fn fn, void *ctx)
+{
+    const sl_host *h = &e->host;
+    if (!proper_only) {
+        int64_t i = ht_find(&ix->exact, hash_str(h->name, h->len), h->name, h->len, entry_eq, l);
+        for (; i >= 0; i = chain_next(l, i)) {
+            const sl_entry *o = &l->items[i].e;
+            if (sl_entry_hosts_overlap(e, o))
+                e_first ? fn(ctx, e, o) : fn(ctx, o, e);
+        }
+    }
+    if (h->kind != SL_HOST_NAME)
+        return;
+    for (size_t off = 0; off < h->len;) {
+        const char *suf = h->name + off;
+        size_t slen = h->len - off;
+        if (off > 0 || !proper_only) {
+            int64_t i = ht_find(&ix->suffix, hash_str(suf, slen), suf, slen, entry_eq, l);
+            for (; i >= 0; i = chain_next(l, i)) {
+                const sl_entry *o = &l->items[i].e;
+                if (sl_entry_hosts_overlap(e, o))
+                    e_first ? fn(ctx, e, o) : fn(ctx, o, e);
+            }
+        }
+        const char *dot = memchr(suf, '.', slen);
+        if (!dot)
+            break;
+        off = (size_t)(dot - h->name) + 1;
+    }
+}
+
+/* Pass one finds, for each entry of a, the entries of b as wide as it or
+ * wider (same key or a suffix of it); pass two, for each entry of b, the
+ * entries of a strictly wider (a proper suffix as key). An overlap is one
+ * of the two, never both. */
+void sl_allowlist_overlaps(const sl_allowlist *a, bool a_rules, const sl_allowlist *b, bool b_rules,
+                           void (*fn)(void *ctx, const sl_entry *ea, const sl_entry *eb), void *ctx)
+{
+    const keyindex_t *bix = b_rules ? &b->rules : &b->plain;
+    const keyindex_t *aix = a_rules ? &a->rules : &a->plain;
+    for (size_t i = 0; i < a->n; i++) {
+        const sl_entry *e = &a->items[i].e;
+        if (sl_entry_is_rule(e) == a_rules)
+            visit_wider(b, bix, e, false, true, fn, ctx);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        const sl_entry *e = &b->items[i].e;
+        if (sl_entry_is_rule(e) == b_rules)
+            visit_wider(a, aix, e, true, false, fn, ctx);
+    }
+}
+
+typedef struct shadow_ctx {
+    const sl_allowlist *al;
+    int64_t *first;          /* per entry: the first rule shadowing it, index; -1 none */
+} shadow_ctx;
+
+static void note_shadow(void *vctx, const sl_entry *plain, const sl_entry *r)
+{
+    shadow_ctx *c = vctx;
+    if (plain->port != r->port)
+        return;
+    size_t pi = sl_allowlist_index(c->al, plain);
+    int64_t ri = (int64_t)sl_allowlist_index(c->al, r);
+    if (c->first[pi] < 0 || ri < c->first[pi])
+        c->first[pi] = ri;
+}
+
+void sl_allowlist_warnings(const sl_allowlist *al, sl_report_fn report, void *ctx)
+{
+    if (al->nrules == 0 || !report)
+        return;
+    shadow_ctx c = { al, malloc(al->n * sizeof(int64_t)) };
+    if (!c.first)
+        return;
+    for (size_t i = 0; i < al->n; i++)
+        c.first[i] = -1;
+    sl_allowlist_overlaps(al, false, al, true, note_shadow, &c);
+    for (size_t i = 0; i < al->n; i++) {
+        if (c.first[i] < 0)
+            continue;
+        const sl_entry *e = &al->items[i].e, *r = &al->items[c.first[i]].e;
+        char where[300], rwhere[300], eh[SL_HOST_MAX + 16], rh[SL_HOST_MAX + 16], msg[1200];
+        if (e->line > 0)
+            snprintf(where, sizeof where, "%s:%d", e->file, e->line);
+        else
+            snprintf(where, sizeof where, "%s", e->file);
+        if (r->line > 0)
+            snprintf(rwhere, sizeof rwhere, "%s:%d", r->file, r->line);
+        else
+            snprintf(rwhere, sizeof rwhere, "%s", r->file);
+        snprintf(msg, sizeof msg,
+                 "%s: warning: '%s' is shadowed by the request rules for '%s' (first: %s): "
+                 "where they apply, only request rules allow anything",
+                 where, sl_entry_format_host(e, eh, sizeof eh), sl_entry_format_host(r, rh, sizeof rh),
+                 rwhere);
+        report(ctx, msg);
+    }
+    free(c.first);
 }
 
 /* ---- Printing ---- */
 
-const char *sl_entry_format(const sl_entry *e, char *buf, size_t cap)
+const char *sl_entry_format_host(const sl_entry *e, char *buf, size_t cap)
 {
     char host[SL_HOST_MAX + 3];
     sl_host_authority(&e->host, host, sizeof host);
@@ -621,6 +1056,18 @@ const char *sl_entry_format(const sl_entry *e, char *buf, size_t cap)
         snprintf(buf, cap, "%s%s:%d", pre, host, e->port);
     else
         snprintf(buf, cap, "%s%s", pre, host);
+    return buf;
+}
+
+const char *sl_entry_format(const sl_entry *e, char *buf, size_t cap)
+{
+    if (!sl_entry_is_rule(e))
+        return sl_entry_format_host(e, buf, cap);
+    char host[SL_HOST_MAX + 16];
+    sl_entry_format_host(e, host, sizeof host);
+    size_t off = (size_t)snprintf(buf, cap, "%s %s%s", e->methods, host, e->path);
+    for (size_t i = 0; i < e->ndigests && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, " %s", e->digests[i]);
     return buf;
 }
 
@@ -642,5 +1089,43 @@ bool sl_allowlist_suggest(const sl_host *h, int port, bool connect, const sl_por
         snprintf(buf, cap, "%s", host);
     else
         snprintf(buf, cap, "%s:%d", host, port);
+    return true;
+}
+
+bool sl_allowlist_suggest_rule(const sl_host *h, int port, bool connect, const sl_ports *connect_ports,
+        const sl_ports *http_ports, const char *method, const char *path, size_t path_len,
+        char *buf, size_t cap)
+{
+    char host[SL_HOST_MAX + 16];
+    if (cap)
+        buf[0] = '\0';
+    if (cap == 0 || sl_path_ambiguous(path, path_len) ||
+        !sl_allowlist_suggest(h, port, connect, connect_ports, http_ports, host, sizeof host))
+        return false;
+    size_t mlen = strlen(method);
+    const char *m = sl_method_name_valid(method, mlen) ? method : "*";
+    size_t head = strlen(m) + 1 + strlen(host);
+    size_t room = cap - 1 < LINE_MAX_BYTES ? cap - 1 : LINE_MAX_BYTES;
+    if (head + 2 > room)
+        return false;                    /* not even a path of "/" and "*" fits */
+    /* The literal part of the path: up to a '*' (a rule cannot hold one
+     * literally), or what fits with a '*' after it. A cut never splits an
+     * escape: the prefix stays a valid pattern. */
+    size_t keep = path_len, star = 0;
+    const char *st = memchr(path, '*', path_len);
+    if (st)
+        keep = (size_t)(st - path), star = 1;
+    if (head + keep + star > room) {
+        keep = room - head - 1;
+        star = 1;
+    }
+    if (star) {
+        for (size_t i = keep >= 2 ? keep - 2 : 0; i < keep; i++)
+            if (path[i] == '%') {
+                keep = i;
+                break;
+            }
+    }
+    snprintf(buf, cap, "%s %s%.*s%s", m, host, (int)keep, path, star ? "*" : "");
     return true;
 }

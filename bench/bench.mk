@@ -14,24 +14,32 @@ BENCH_CFLAGS   := -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
                   -Wstrict-prototypes -Wmissing-prototypes
 BENCH_BIN      := build/bench/loadgen build/bench/origin build/bench/floor build/bench/syscost
 # Debian packages the benchmark needs beyond DEB_PKGS (it also uses
-# dnsmasq-base and iproute2 from there).
-BENCH_DEB_PKGS := squid tinyproxy
+# dnsmasq-base, iproute2 and openssl from there). squid-openssl is squid
+# built with OpenSSL, which ssl_bump needs (the squid-bump column); it
+# conflicts with Debian's squid (GnuTLS) and replaces it, and the plain
+# squid column runs the same binary without TLS in its config. libssl-dev:
+# the load generator and the origin speak TLS through OpenSSL.
+BENCH_DEB_PKGS := squid-openssl tinyproxy libssl-dev
 
 .PHONY: bench bench-smoke bench-deps bench-bin
 
 build/bench/%: bench/%.c bench/addr.h
 	@mkdir -p $(dir $@)
-	$(CC) $(BENCH_CFLAGS) -o $@ $<
+	$(CC) $(BENCH_CFLAGS) -o $@ $< $(BENCH_LDLIBS)
 
 # the relay floor runs one thread per core
 build/bench/floor: BENCH_CFLAGS += -pthread
+# the load generator and the origin speak TLS for the inspection modes
+build/bench/loadgen build/bench/origin: bench/benchtls.h
+build/bench/loadgen build/bench/origin: BENCH_LDLIBS += -lssl -lcrypto
 
 bench-bin: $(BENCH_BIN)
 
-# Installs squid and tinyproxy if missing. Where a service manager runs, the
-# Debian packages start their own daemons (squid on *:3128, sluice's default
-# port; tinyproxy on 8888); the bench starts its own, so the freshly
-# installed services are stopped and disabled again.
+# Installs squid-openssl, tinyproxy and libssl-dev if missing. Where a
+# service manager runs, the Debian packages start their own daemons (squid
+# on *:3128, sluice's default port; tinyproxy on 8888); the bench starts its
+# own, so the freshly installed services are stopped and disabled again
+# (squid-openssl's unit is squid.service).
 bench-deps:
 	@missing=""; for p in $(BENCH_DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
@@ -39,7 +47,10 @@ bench-deps:
 	if [ -n "$$missing" ]; then \
 	  $(MAKE) --no-print-directory deps DEB_PKGS="$$missing" || exit 1; \
 	  if [ -d /run/systemd/system ]; then \
-	    for p in $$missing; do systemctl disable --now $$p >/dev/null 2>&1 || true; done; \
+	    for p in $$missing; do \
+	      case $$p in squid-openssl) u=squid;; tinyproxy) u=tinyproxy;; *) continue;; esac; \
+	      systemctl disable --now $$u >/dev/null 2>&1 || true; \
+	    done; \
 	  fi; \
 	fi
 

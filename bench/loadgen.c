@@ -5,6 +5,7 @@
  *           [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R]
  *           [--bytes N] [-n N] [--steps A,B,...] [--hold SECONDS]
  *           [--timeout-ms MS] [--cpu-pid PID]...
+ *           [--tls --ca PEM [--sni NAME]]
  *
  * MODE
  *   tunnel  C clients, each in a loop: connect, CONNECT HOST:PORT, one small
@@ -23,6 +24,19 @@
  *           before it goes on; after the last step it holds until standard
  *           input closes or says "stop", or --hold seconds pass.
  *
+ * --tls     TLS to the origin, through the tunnel (or directly without
+ *           --proxy), verified against --ca with the name --sni (default:
+ *           the host of --target); OpenSSL, TLS 1.2 as bench/benchtls.h
+ *           sets it, a full handshake every time. Through an inspecting
+ *           proxy it is the proxy that answers: --ca is then its CA. Per
+ *           mode: tunnel = connect, CONNECT, handshake, one GET,
+ *           close_notify, close; http = C kept-alive tunnels (CONNECT and
+ *           the handshake once), origin-form GETs inside; bulk = one GET in
+ *           one tunnel (MB/s from the request on); idle = tunnels held once
+ *           their handshake is done and one GET answered: a proxy that
+ *           bumps the client's side first (squid) connects to the origin
+ *           only for the first request, and a kept-alive tunnel between two
+ *           requests holds both sides.
  * --rate R  (tunnel, http) fixed offered load: operations are started at R per
  *           second whether or not earlier ones finished (at most C at once;
  *           the rest wait in a queue), and latency runs from each operation's
@@ -59,6 +73,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "benchtls.h"
 
 #define IN_CAP   8192
 #define SCRATCH  (1u << 20)
@@ -71,6 +86,7 @@ enum state {
     S_CONNECTING,    /* TCP connect in progress */
     S_SEND_CONNECT,  /* writing CONNECT */
     S_PROXY_HEAD,    /* reading the proxy's reply to CONNECT */
+    S_TLS_HS,        /* --tls: the handshake */
     S_SEND_REQ,      /* writing the request */
     S_RESP_HEAD,     /* reading the response head */
     S_RESP_BODY,     /* reading the response body */
@@ -79,10 +95,10 @@ enum state {
 };
 
 enum err {
-    E_CONNECT, E_PROXY_STATUS, E_HTTP_STATUS, E_EOF, E_TIMEOUT, E_PROTOCOL, E_IO, E_N
+    E_CONNECT, E_PROXY_STATUS, E_HTTP_STATUS, E_EOF, E_TIMEOUT, E_PROTOCOL, E_IO, E_TLS, E_N
 };
 static const char *err_names[E_N] = {
-    "connect", "proxy_status", "http_status", "eof", "timeout", "protocol", "io"
+    "connect", "proxy_status", "http_status", "eof", "timeout", "protocol", "io", "tls"
 };
 
 struct conn {
@@ -93,6 +109,7 @@ struct conn {
     bool retried;          /* http: the op was resent once after a stale keep-alive */
     bool resp_close;       /* the response asks to close afterwards */
     bool body_to_eof;      /* no Content-Length: the body runs to EOF */
+    SSL *ssl;              /* --tls: the session, once the socket reaches the origin */
     uint64_t op_start;     /* ns; scheduled start in --rate mode */
     uint64_t deadline;     /* ns */
     uint64_t body_left;
@@ -117,6 +134,9 @@ static int steps[32], n_steps;
 static uint64_t op_timeout_ns = 10ull * 1000000000ull;
 static pid_t cpu_pids[MAX_PIDS];
 static int n_cpu_pids;
+static bool use_tls;
+static const char *tls_ca, *tls_sni;
+static SSL_CTX *tls_ctx;
 
 /* ---- prebuilt requests ---- */
 static char *req_connect, *req_work;
@@ -167,7 +187,8 @@ static void usage(const char *why)
     fprintf(stderr,
             "usage: loadgen tunnel|http|bulk|idle [--proxy IP:PORT] --target HOST:PORT [--connect IP:PORT]\n"
             "               [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R] [--bytes N] [-n N]\n"
-            "               [--steps A,B,...] [--hold SECONDS] [--timeout-ms MS] [--cpu-pid PID]...\n");
+            "               [--steps A,B,...] [--hold SECONDS] [--timeout-ms MS] [--cpu-pid PID]...\n"
+            "               [--tls --ca PEM [--sni NAME]]\n");
     exit(2);
 }
 
@@ -275,6 +296,8 @@ static void note_error(struct conn *c, enum err e, const char *fmt, ...)
 /* ---- connections ---- */
 static void conn_reset(struct conn *c)
 {
+    SSL_free(c->ssl);
+    c->ssl = NULL;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -310,6 +333,32 @@ static bool conn_open(struct conn *c)
     return true;
 }
 
+/* read(2) and write(2) on the connection, through TLS once it has started:
+ * -1 with errno EAGAIN while TLS waits for the socket; EPROTO on a TLS
+ * error, whose message is then in last_error. */
+static ssize_t c_read(struct conn *c, void *p, size_t n)
+{
+    return c->ssl ? bench_tls_read(c->ssl, p, n, last_error, sizeof last_error) : read(c->fd, p, n);
+}
+
+/* TLS: c->out + c->out_off only moves on success, so a write that waited
+ * is repeated with the same arguments, as OpenSSL wants. */
+static ssize_t c_write(struct conn *c, const void *p, size_t n)
+{
+    return c->ssl ? bench_tls_write(c->ssl, p, n, last_error, sizeof last_error) : write(c->fd, p, n);
+}
+
+/* The socket is through to the origin (directly, or by CONNECT): the TLS
+ * session starts on it. false if it could not be set up. */
+static bool tls_begin(struct conn *c)
+{
+    c->ssl = bench_tls_new(tls_ctx, c->fd, tls_sni);
+    if (!c->ssl)
+        return false;
+    c->state = S_TLS_HS;
+    return true;
+}
+
 static void set_send(struct conn *c, enum state st, const char *buf, size_t len)
 {
     c->state = st;
@@ -327,8 +376,11 @@ static void start_work_request(struct conn *c)
 /* After the TCP connection is up: CONNECT (via a proxy) or the request. */
 static void after_connect(struct conn *c)
 {
-    if (via_proxy && mode != M_HTTP) {
+    if (via_proxy && (mode != M_HTTP || use_tls)) {
         set_send(c, S_SEND_CONNECT, req_connect, req_connect_len);
+    } else if (use_tls) {
+        if (!tls_begin(c))
+            c->state = S_FREE;   /* drive() fails it */
     } else if (mode == M_IDLE) {
         c->state = S_HOLD;
         idle_open++;
@@ -393,6 +445,18 @@ static void op_done(struct conn *c)
         conn_reset(c);
         return;
     }
+    if (mode == M_IDLE) {
+        /* --tls: the tunnel's one request is answered; hold it */
+        c->in_op = false;
+        c->state = S_HOLD;
+        c->in_len = 0;
+        idle_open++;
+        idle_pending--;
+        return;
+    }
+    /* a client that is done says so (one record), as curl does */
+    if (c->ssl && (mode == M_TUNNEL || c->resp_close))
+        SSL_shutdown(c->ssl);
     if (in_window(c->op_start, t)) {
         ops++;
         record_latency(t - c->op_start);
@@ -430,12 +494,31 @@ static void drive(struct conn *c, uint32_t events)
             return;
         }
         after_connect(c);
+        if (c->state == S_FREE) {
+            note_error(c, E_TLS, "could not set up a TLS session");
+            op_failed(c);
+            return;
+        }
     }
     for (;;) {
         switch (c->state) {
+        case S_TLS_HS: {
+            char why[256];
+            int r = bench_tls_handshake(c->ssl, why, sizeof why);
+            if (r == 0)
+                return;
+            if (r < 0) {
+                note_error(c, E_TLS, "%s%s", why, via_proxy ? " (through the proxy)" : "");
+                op_failed(c);
+                return;
+            }
+            start_work_request(c);
+            continue;
+        }
         case S_SEND_CONNECT:
         case S_SEND_REQ: {
-            ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+            ssize_t w = c->state == S_SEND_CONNECT ? write(c->fd, c->out + c->out_off, c->out_len - c->out_off)
+                                                   : c_write(c, c->out + c->out_off, c->out_len - c->out_off);
             if (w < 0) {
                 if (errno == EAGAIN || errno == EINTR)
                     return;
@@ -464,10 +547,18 @@ static void drive(struct conn *c, uint32_t events)
         }
         case S_PROXY_HEAD:
         case S_RESP_HEAD: {
-            ssize_t r = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
+            ssize_t r = c->state == S_PROXY_HEAD ? read(c->fd, c->in + c->in_len, IN_CAP - c->in_len)
+                                                 : c_read(c, c->in + c->in_len, IN_CAP - c->in_len);
             if (r < 0) {
                 if (errno == EAGAIN || errno == EINTR)
                     return;
+                if (errno == EPROTO) {
+                    char why[256];
+                    snprintf(why, sizeof why, "%s", last_error);
+                    note_error(c, E_TLS, "reading the response: %s", why);
+                    op_failed(c);
+                    return;
+                }
                 if (c->state == S_RESP_HEAD && c->reused && !c->retried && c->in_len == 0) {
                     c->retried = true;
                     reconnects++;
@@ -522,9 +613,17 @@ static void drive(struct conn *c, uint32_t events)
                     op_failed(c);
                     return;
                 }
+                c->in_len = 0;
+                if (use_tls) {
+                    if (!tls_begin(c)) {
+                        note_error(c, E_TLS, "could not set up a TLS session");
+                        op_failed(c);
+                        return;
+                    }
+                    continue;
+                }
                 if (mode == M_IDLE) {
                     c->state = S_HOLD;
-                    c->in_len = 0;
                     idle_open++;
                     idle_pending--;
                     c->in_op = false;
@@ -567,10 +666,17 @@ static void drive(struct conn *c, uint32_t events)
             size_t want = SCRATCH;
             if (!c->body_to_eof && c->body_left < want)
                 want = (size_t)c->body_left;
-            ssize_t r = read(c->fd, scratch, want);
+            ssize_t r = c_read(c, scratch, want);
             if (r < 0) {
                 if (errno == EAGAIN || errno == EINTR)
                     return;
+                if (errno == EPROTO) {
+                    char why[256];
+                    snprintf(why, sizeof why, "%s", last_error);
+                    note_error(c, E_TLS, "reading the body: %s", why);
+                    op_failed(c);
+                    return;
+                }
                 note_error(c, E_IO, "read body: %s", strerror(errno));
                 op_failed(c);
                 return;
@@ -598,8 +704,9 @@ static void drive(struct conn *c, uint32_t events)
         }
         case S_KA_IDLE:
         case S_HOLD: {
-            /* nothing is expected: EOF or an error means the peer dropped it */
-            ssize_t r = read(c->fd, c->in, IN_CAP);
+            /* nothing is expected: EOF or an error means the peer dropped it
+             * (a held TLS tunnel: any byte at all, a close_notify included) */
+            ssize_t r = c->state == S_KA_IDLE ? c_read(c, c->in, IN_CAP) : read(c->fd, c->in, IN_CAP);
             if (r < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
             if (c->state == S_HOLD) {
@@ -771,7 +878,8 @@ static void idle_report_step(int n)
     double secs = (double)(now_ns() - idle_step_t0) / 1e9;
     printf("{\"event\":\"at\",\"n\":%d,\"partial\":%s,\"open\":%d,\"dropped\":%d,\"errors\":%" PRIu64
            ",\"seconds\":%.3f,", n, idle_partial ? "true" : "false", idle_open, idle_dropped,
-           errs[E_CONNECT] + errs[E_PROXY_STATUS] + errs[E_EOF] + errs[E_TIMEOUT] + errs[E_PROTOCOL] + errs[E_IO],
+           errs[E_CONNECT] + errs[E_PROXY_STATUS] + errs[E_EOF] + errs[E_TIMEOUT] + errs[E_PROTOCOL] + errs[E_IO] +
+           errs[E_TLS],
            secs);
     print_cpu_json(stdout);
     printf("}\n");
@@ -851,6 +959,9 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-n") == 0) { NEED(); idle_n = atoi(v); }
         else if (strcmp(a, "--hold") == 0) { NEED(); hold_s = atof(v); }
         else if (strcmp(a, "--timeout-ms") == 0) { NEED(); op_timeout_ns = strtoull(v, NULL, 10) * 1000000ull; }
+        else if (strcmp(a, "--tls") == 0) use_tls = true;
+        else if (strcmp(a, "--ca") == 0) { NEED(); tls_ca = v; }
+        else if (strcmp(a, "--sni") == 0) { NEED(); tls_sni = v; }
         else if (strcmp(a, "--cpu-pid") == 0) {
             NEED();
             if (n_cpu_pids == MAX_PIDS)
@@ -870,6 +981,26 @@ int main(int argc, char **argv)
         usage("--target is required");
     if (conc < 1 || duration_s <= 0 || warmup_s < 0 || rate < 0)
         usage("bad -c, -d, --warmup or --rate");
+    if (use_tls != (tls_ca != NULL) || (tls_sni && !use_tls))
+        usage("--tls needs --ca (and --ca, --sni need --tls)");
+    if (use_tls) {
+        static char host[256];
+        const char *colon = strrchr(target, ':');
+        size_t hl = colon ? (size_t)(colon - target) : strlen(target);
+        if (!tls_sni) {
+            if (hl == 0 || hl >= sizeof host)
+                usage("bad --target host for --sni");
+            memcpy(host, target, hl);
+            host[hl] = 0;
+            tls_sni = host;
+        }
+        char why[300];
+        tls_ctx = bench_tls_ctx(false, NULL, NULL, tls_ca, why, sizeof why);
+        if (!tls_ctx) {
+            fprintf(stderr, "loadgen: %s\n", why);
+            return 2;
+        }
+    }
     via_proxy = proxy != NULL;
     if (parse_addr(proxy ? proxy : connect_to ? connect_to : target, &dst) < 0)
         usage("bad --proxy/--connect/--target address (want IPv4:PORT)");
@@ -894,7 +1025,7 @@ int main(int argc, char **argv)
     if (mode == M_BULK)
         req_work_len = (size_t)asprintf(&req_work,
             "GET /bulk/%" PRIu64 " HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", bulk_bytes, target);
-    else if (mode == M_HTTP && via_proxy)
+    else if (mode == M_HTTP && via_proxy && !use_tls)
         req_work_len = (size_t)asprintf(&req_work,
             "GET http://%s/small HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target, target);
     else
@@ -1037,7 +1168,7 @@ int main(int argc, char **argv)
                 idle_holding = true;
                 hold_until = now + (uint64_t)(hold_s * 1e9);
             }
-            if (errs[E_CONNECT] + errs[E_PROXY_STATUS] + errs[E_EOF] + errs[E_PROTOCOL] + errs[E_IO] >
+            if (errs[E_CONNECT] + errs[E_PROXY_STATUS] + errs[E_EOF] + errs[E_PROTOCOL] + errs[E_IO] + errs[E_TLS] >
                 (uint64_t)idle_n) {
                 timed_out = true;
                 break;

@@ -3,6 +3,8 @@
  * HTTP/1.1 with keep-alive (HTTP/1.0 and "Connection: close" are honoured).
  *
  *   origin --listen IP:PORT [--listen IP:PORT]... [--decoy IP:PORT]
+ *          [--tls-listen IP:PORT --cert PEM --key PEM]
+ *          [--rogue IP:PORT --rogue-cert PEM --rogue-key PEM]
  *          [--small-bytes N]
  *
  * Paths (the request target may be origin-form or absolute-form):
@@ -12,8 +14,18 @@
  *
  * A --decoy listener counts its accepts (decoy_accepts) and answers every
  * request with 200 and the body "DECOY REACHED": the harness checks that no
- * proxy lets a client reach it. Prints "READY" on standard output once all
- * listeners accept. SIGTERM/SIGINT end it.
+ * proxy lets a client reach it.
+ *
+ * --tls-listen serves the same paths over TLS (bench/benchtls.h: OpenSSL,
+ * TLS 1.2, full handshakes only) with the certificate --cert and its key --key.
+ * --rogue is a TLS listener whose certificate (--rogue-cert) no proxy under
+ * test trusts: it serves like the TLS one but counts its requests
+ * (rogue_requests), and the harness checks that an inspecting proxy sends it
+ * none. /stats adds tls_accepts, tls_handshakes, tls_requests,
+ * rogue_accepts and rogue_requests.
+ *
+ * Prints "READY" on standard output once all listeners accept.
+ * SIGTERM/SIGINT end it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,15 +47,21 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "benchtls.h"
 
 #define IN_CAP   16384
 #define OUT_CAP  1024
 #define BULK_BUF (1u << 20)
 #define MAX_LISTEN 8
 
+enum listen_kind { L_PLAIN, L_DECOY, L_TLS, L_ROGUE };
+
 struct conn {
     int fd;
     bool decoy;
+    bool rogue;
+    bool hs_done;               /* TLS: the handshake is complete */
+    SSL *ssl;                   /* NULL on a plain connection */
     bool rd_eof;
     bool close_after;
     size_t in_len;
@@ -56,13 +74,15 @@ struct conn {
 
 struct listener {
     int fd;
-    bool decoy;
+    enum listen_kind kind;
+    SSL_CTX *tls;
 };
 
 static char bulk_buf[BULK_BUF];
 static size_t small_bytes = 64;
 static char *small_body;
 static uint64_t n_accepts, n_decoy_accepts, n_requests;
+static uint64_t n_tls_accepts, n_tls_handshakes, n_tls_requests, n_rogue_accepts, n_rogue_requests;
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
@@ -133,8 +153,25 @@ static bool has_token(const char *v, size_t vlen, const char *tok)
 static void conn_close(int ep, struct conn *c)
 {
     (void)ep;
+    SSL_free(c->ssl);
     close(c->fd);
     free(c);
+}
+
+/* read(2) and write(2) on the connection, through TLS when it has it:
+ * -1 with errno EAGAIN while TLS wants the socket, EPROTO on a TLS error. */
+static ssize_t conn_read(struct conn *c, void *p, size_t n)
+{
+    char err[256];
+    return c->ssl ? bench_tls_read(c->ssl, p, n, err, sizeof err) : read(c->fd, p, n);
+}
+
+/* TLS: the callers compute p and n from state that only a successful
+ * write changes, so a write that waited is repeated as OpenSSL wants. */
+static ssize_t conn_write(struct conn *c, const void *p, size_t n)
+{
+    char err[256];
+    return c->ssl ? bench_tls_write(c->ssl, p, n, err, sizeof err) : write(c->fd, p, n);
 }
 
 /* If a complete request head is buffered, consume it and set up the
@@ -184,6 +221,10 @@ static int take_request(struct conn *c)
         return 0;
 
     n_requests++;
+    if (c->rogue)
+        n_rogue_requests++;
+    else if (c->ssl)
+        n_tls_requests++;
     const char *ka = close_after ? "close" : "keep-alive";
     int n;
     if (c->decoy) {
@@ -199,10 +240,13 @@ static int take_request(struct conn *c)
                      "Content-Length: %" PRIu64 "\r\nConnection: %s\r\n\r\n", len, ka);
         c->bulk_left = len;
     } else if (tlen == 6 && memcmp(target, "/stats", 6) == 0) {
-        char body[256];
+        char body[512];
         int bl = snprintf(body, sizeof body,
-                          "{\"accepts\":%" PRIu64 ",\"decoy_accepts\":%" PRIu64
-                          ",\"requests\":%" PRIu64 "}\n", n_accepts, n_decoy_accepts, n_requests);
+                          "{\"accepts\":%" PRIu64 ",\"decoy_accepts\":%" PRIu64 ",\"requests\":%" PRIu64
+                          ",\"tls_accepts\":%" PRIu64 ",\"tls_handshakes\":%" PRIu64 ",\"tls_requests\":%" PRIu64
+                          ",\"rogue_accepts\":%" PRIu64 ",\"rogue_requests\":%" PRIu64 "}\n",
+                          n_accepts, n_decoy_accepts, n_requests, n_tls_accepts, n_tls_handshakes,
+                          n_tls_requests, n_rogue_accepts, n_rogue_requests);
         n = snprintf(c->out, OUT_CAP,
                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                      "Cache-Control: no-store\r\nConnection: %s\r\n\r\n%s", bl, ka, body);
@@ -226,12 +270,35 @@ static int take_request(struct conn *c)
 /* Move the connection as far as it can go without blocking. */
 static void drive(int ep, struct conn *c)
 {
+    if (c->ssl && !c->hs_done) {
+        char err[256];
+        int r = bench_tls_handshake(c->ssl, err, sizeof err);
+        if (r == 0)
+            return;
+        if (r < 0) {
+            conn_close(ep, c);
+            return;
+        }
+        c->hs_done = true;
+        n_tls_handshakes++;
+    }
     for (;;) {
         bool progress = false;
         bool out_pending = c->out_off < c->out_len || c->bulk_left > 0;
         if (out_pending) {
             ssize_t w;
-            if (c->out_off < c->out_len) {
+            if (c->ssl) {
+                /* one record per call: the head, then the body */
+                if (c->out_off < c->out_len) {
+                    w = conn_write(c, c->out + c->out_off, c->out_len - c->out_off);
+                    if (w > 0)
+                        c->out_off += (size_t)w;
+                } else {
+                    w = conn_write(c, bulk_buf, c->bulk_left < BULK_BUF ? (size_t)c->bulk_left : BULK_BUF);
+                    if (w > 0)
+                        c->bulk_left -= (uint64_t)w;
+                }
+            } else if (c->out_off < c->out_len) {
                 struct iovec iov[2] = {
                     { c->out + c->out_off, c->out_len - c->out_off },
                     { bulk_buf, c->bulk_left < BULK_BUF ? (size_t)c->bulk_left : BULK_BUF },
@@ -261,6 +328,8 @@ static void drive(int ep, struct conn *c)
         }
         if (!out_pending) {
             if (c->close_after) {
+                if (c->ssl)
+                    SSL_shutdown(c->ssl);
                 conn_close(ep, c);
                 return;
             }
@@ -273,7 +342,7 @@ static void drive(int ep, struct conn *c)
                 continue;
         }
         if (!c->rd_eof && c->in_len < IN_CAP) {
-            ssize_t r = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
+            ssize_t r = conn_read(c, c->in + c->in_len, IN_CAP - c->in_len);
             if (r > 0) {
                 c->in_len += (size_t)r;
                 progress = true;
@@ -309,8 +378,12 @@ static void do_accept(int ep, struct listener *l)
                 fprintf(stderr, "origin: accept: %s\n", strerror(errno));
             return;
         }
-        if (l->decoy)
+        if (l->kind == L_DECOY)
             n_decoy_accepts++;
+        else if (l->kind == L_TLS)
+            n_tls_accepts++;
+        else if (l->kind == L_ROGUE)
+            n_rogue_accepts++;
         else
             n_accepts++;
         int one = 1;
@@ -321,7 +394,13 @@ static void do_accept(int ep, struct listener *l)
             continue;
         }
         c->fd = fd;
-        c->decoy = l->decoy;
+        c->decoy = l->kind == L_DECOY;
+        c->rogue = l->kind == L_ROGUE;
+        if (l->tls && !(c->ssl = bench_tls_new(l->tls, fd, NULL))) {
+            close(fd);
+            free(c);
+            continue;
+        }
         struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.ptr = c };
         if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
             close(fd);
@@ -334,8 +413,22 @@ static void do_accept(int ep, struct listener *l)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: origin --listen IP:PORT [--listen IP:PORT]... [--decoy IP:PORT] [--small-bytes N]\n");
+    fprintf(stderr, "usage: origin --listen IP:PORT [--listen IP:PORT]... [--decoy IP:PORT]\n"
+                    "              [--tls-listen IP:PORT --cert PEM --key PEM]\n"
+                    "              [--rogue IP:PORT --rogue-cert PEM --rogue-key PEM] [--small-bytes N]\n");
     exit(2);
+}
+
+/* The server context for cert and key; exits on error, naming the file. */
+static SSL_CTX *tls_server_ctx(const char *cert, const char *key)
+{
+    char err[300];
+    SSL_CTX *ctx = bench_tls_ctx(true, cert, key, NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, "origin: %s\n", err);
+        exit(1);
+    }
+    return ctx;
 }
 
 int main(int argc, char **argv)
@@ -343,17 +436,32 @@ int main(int argc, char **argv)
     const char *listen_addrs[MAX_LISTEN];
     int n_listen = 0;
     const char *decoy = NULL;
+    const char *tls_addr = NULL, *tls_cert = NULL, *tls_key = NULL;
+    const char *rogue_addr = NULL, *rogue_cert = NULL, *rogue_key = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc && n_listen < MAX_LISTEN)
             listen_addrs[n_listen++] = argv[++i];
         else if (strcmp(argv[i], "--decoy") == 0 && i + 1 < argc)
             decoy = argv[++i];
+        else if (strcmp(argv[i], "--tls-listen") == 0 && i + 1 < argc)
+            tls_addr = argv[++i];
+        else if (strcmp(argv[i], "--cert") == 0 && i + 1 < argc)
+            tls_cert = argv[++i];
+        else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+            tls_key = argv[++i];
+        else if (strcmp(argv[i], "--rogue") == 0 && i + 1 < argc)
+            rogue_addr = argv[++i];
+        else if (strcmp(argv[i], "--rogue-cert") == 0 && i + 1 < argc)
+            rogue_cert = argv[++i];
+        else if (strcmp(argv[i], "--rogue-key") == 0 && i + 1 < argc)
+            rogue_key = argv[++i];
         else if (strcmp(argv[i], "--small-bytes") == 0 && i + 1 < argc)
             small_bytes = strtoul(argv[++i], NULL, 10);
         else
             usage();
     }
-    if (n_listen == 0 || small_bytes > 512)
+    if (n_listen == 0 || small_bytes > 512 || (tls_addr && (!tls_cert || !tls_key)) ||
+        (rogue_addr && (!rogue_cert || !rogue_key)))
         usage();
     small_body = malloc(small_bytes + 1);
     memset(small_body, 'x', small_bytes);
@@ -373,12 +481,16 @@ int main(int argc, char **argv)
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         die("epoll_create1");
-    struct listener ls[MAX_LISTEN + 1];
+    struct listener ls[MAX_LISTEN + 3];
     int nl = 0;
     for (int i = 0; i < n_listen; i++)
-        ls[nl++] = (struct listener){ make_listener(listen_addrs[i]), false };
+        ls[nl++] = (struct listener){ make_listener(listen_addrs[i]), L_PLAIN, NULL };
     if (decoy)
-        ls[nl++] = (struct listener){ make_listener(decoy), true };
+        ls[nl++] = (struct listener){ make_listener(decoy), L_DECOY, NULL };
+    if (tls_addr)
+        ls[nl++] = (struct listener){ make_listener(tls_addr), L_TLS, tls_server_ctx(tls_cert, tls_key) };
+    if (rogue_addr)
+        ls[nl++] = (struct listener){ make_listener(rogue_addr), L_ROGUE, tls_server_ctx(rogue_cert, rogue_key) };
     for (int i = 0; i < nl; i++) {
         struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &ls[i] };
         if (epoll_ctl(ep, EPOLL_CTL_ADD, ls[i].fd, &ev) < 0)
@@ -408,7 +520,9 @@ int main(int argc, char **argv)
                 drive(ep, p);
         }
     }
-    fprintf(stderr, "origin: stopped: %" PRIu64 " accepts, %" PRIu64 " decoy accepts, %" PRIu64 " requests\n",
-            n_accepts, n_decoy_accepts, n_requests);
+    fprintf(stderr, "origin: stopped: %" PRIu64 " accepts, %" PRIu64 " decoy accepts, %" PRIu64 " requests; TLS: %"
+            PRIu64 " accepts, %" PRIu64 " handshakes, %" PRIu64 " requests; rogue: %" PRIu64 " accepts, %" PRIu64
+            " requests\n", n_accepts, n_decoy_accepts, n_requests, n_tls_accepts, n_tls_handshakes, n_tls_requests,
+            n_rogue_accepts, n_rogue_requests);
     return 0;
 }

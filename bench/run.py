@@ -9,6 +9,12 @@ sluice with the full policy), probes each (the origin must pass, a decoy port
 must be refused), drives each with the load generator (bench/loadgen.c) and a
 direct baseline, prints one table, and writes the raw results as JSON.
 
+Inspection (issue 11): the origin also serves HTTPS, with a certificate from
+a CA the bench makes (openssl); squid with ssl_bump (`squid-bump`) and sluice
+with request rules (`sluice-inspect`) each inspect tunnels to it with a CA of
+their own, and the load generator trusts that CA. They get a table of their
+own, beside direct TLS to the origin.
+
 Python standard library only. Installs nothing. Every process it starts is
 stopped by its PID; every measurement is bounded in time.
 """
@@ -23,6 +29,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -37,6 +44,8 @@ SYSCOST = os.path.join(ROOT, "build", "bench", "syscost")
 SYSCOST_CALLS = 1000000
 SLUICE = os.environ.get("SLUICE_BIN", os.path.join(ROOT, "build", "sluice"))
 SQUID = shutil.which("squid") or "/usr/sbin/squid"
+SQUID_CERTGEN = "/usr/lib/squid/security_file_certgen"
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
 DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
 
@@ -44,6 +53,10 @@ DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
 ORIGIN_IP = "127.0.0.2"
 ORIGIN_PORT = 8080
 DECOY_PORT = 8081
+# inspection: the origin's HTTPS port, and a "rogue" HTTPS port whose
+# certificate (for the same names) comes from a CA no proxy trusts
+TLS_PORT = 8443
+ROGUE_PORT = 8444
 DNS_IP = "127.0.0.53"
 SMALL_BYTES = 64
 # full-policy names; dnsmasq answers them with ORIGIN_IP
@@ -54,10 +67,10 @@ DNS_TTL = 5
 PROFILES = {
     "full": dict(duration=10.0, warmup=1.0, conc=(50, 200), rate=500, bulk=1 << 30,
                  bulk_limit=90.0, idle_n=10000, idle_first=1000, idle_limit=300.0,
-                 timeout_ms=10000, rounds=2, bulk_reps=3),
+                 timeout_ms=10000, rounds=2, bulk_reps=3, ibulk=1 << 30),
     "smoke": dict(duration=1.0, warmup=0.2, conc=(4, 16), rate=200, bulk=16 << 20,
                   bulk_limit=15.0, idle_n=200, idle_first=100, idle_limit=15.0,
-                  timeout_ms=5000, rounds=1, bulk_reps=1),
+                  timeout_ms=5000, rounds=1, bulk_reps=1, ibulk=16 << 20),
 }
 
 LOG_POLICY = {
@@ -67,6 +80,9 @@ LOG_POLICY = {
     "sluice": "decision log: a writer thread; deny lines written before the refusal is sent; allow and close "
               "lines gathered, written within 100 ms or at 64 KiB; no fsync; SHA-256 hash chain on every line",
     "sluice-full": "the same as sluice (the decision log on, in a file)",
+    "squid-bump": "as squid (one write(2) per access-log line); a bumped tunnel logs its CONNECT and each request "
+                  "inside",
+    "sluice-inspect": "as sluice; a `decision` line per CONNECT and a `request` line per request inside",
 }
 
 verbose = True
@@ -316,6 +332,160 @@ def probe(proxy_addr, tunnel_target, http_target, decoy_tunnel, decoy_http):
 
 
 # --------------------------------------------------------------------------
+# TLS: the bench's certificates, and the probe of an inspecting proxy
+# --------------------------------------------------------------------------
+
+# filled by make_bench_pki(): the origin's CA, its leaf, the rogue CA and leaf
+PKI = {}
+
+
+def openssl(args, what):
+    r = subprocess.run([OPENSSL] + args, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise RuntimeError(f"openssl ({what}) failed: {r.stderr.strip()[-500:]}")
+
+
+def make_ca(d, name, cn, days=30):
+    """An ECDSA P-256 CA, pathlen:0: d/NAME.pem and d/NAME.key (0600)."""
+    pem, key = os.path.join(d, f"{name}.pem"), os.path.join(d, f"{name}.key")
+    openssl(["req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", key, "-out", pem, "-days", str(days), "-subj", f"/CN={cn}",
+             "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign"], f"CA {cn}")
+    os.chmod(key, 0o600)
+    return pem, key
+
+
+def make_leaf(d, name, ca_pem, ca_key, days=30):
+    """An ECDSA P-256 server certificate for the origin's name and address,
+    signed by the CA: d/NAME.pem and d/NAME.key."""
+    pem, key, csr, ext = (os.path.join(d, f"{name}.{x}") for x in ("pem", "key", "csr", "ext"))
+    with open(ext, "w") as f:
+        f.write(f"subjectAltName=DNS:{NAME_TUNNEL},IP:{ORIGIN_IP}\n"
+                "basicConstraints=critical,CA:FALSE\n"
+                "keyUsage=critical,digitalSignature\n"
+                "extendedKeyUsage=serverAuth\n"
+                "subjectKeyIdentifier=hash\n"
+                "authorityKeyIdentifier=keyid\n")
+    openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+             "-keyout", key, "-out", csr, "-subj", f"/CN={NAME_TUNNEL}"], f"key for {name}")
+    openssl(["x509", "-req", "-in", csr, "-CA", ca_pem, "-CAkey", ca_key, "-set_serial",
+             str(int.from_bytes(os.urandom(8), "big")), "-days", str(days), "-out", pem, "-extfile", ext],
+            f"certificate {name}")
+    os.chmod(key, 0o644)   # the origin is a test server; nothing it serves is secret
+    return pem, key
+
+
+def make_bench_pki(workdir):
+    """The origin's CA and certificate, and the rogue listener's: a
+    certificate for the same names from a CA that no proxy trusts."""
+    d = os.path.join(workdir, "pki")
+    os.makedirs(d, exist_ok=True)
+    PKI["ca"], PKI["ca_key"] = make_ca(d, "origin-ca", "sluice bench origin CA")
+    PKI["cert"], PKI["key"] = make_leaf(d, "origin", PKI["ca"], PKI["ca_key"])
+    PKI["rogue_ca"], PKI["rogue_ca_key"] = make_ca(d, "rogue-ca", "sluice bench rogue CA (trusted by nobody)")
+    PKI["rogue_cert"], PKI["rogue_key"] = make_leaf(d, "rogue", PKI["rogue_ca"], PKI["rogue_ca_key"])
+    os.chmod(d, 0o755)
+
+
+def tls_get(proxy_addr, hostport, ca, direct_port=None, timeout=5.0):
+    """CONNECT hostport through the proxy (or connect to the origin's
+    direct_port), TLS verified against ca for NAME_TUNNEL, GET /small.
+    Returns (stage, detail, status, body): stage "connect" (refused, or
+    the connection failed), "tls" (the handshake failed) or "http"."""
+    try:
+        if proxy_addr:
+            st, line, hdrs, _, s = exchange(proxy_addr, f"CONNECT {hostport} HTTP/1.1\r\nHost: {hostport}\r\n\r\n"
+                                            .encode(), want_body=False, timeout=timeout)
+            if st != 200:
+                s.close()
+                return "connect", line + (f" ({hdrs.get('sluice-decision')})" if hdrs.get("sluice-decision") else ""), \
+                    st, b""
+        else:
+            s = socket.create_connection((ORIGIN_IP, direct_port), timeout=timeout)
+    except (OSError, ValueError) as e:
+        return "connect", repr(e), 0, b""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(ca)
+    try:
+        ts = ctx.wrap_socket(s, server_hostname=NAME_TUNNEL)
+    except (OSError, ssl.SSLError) as e:
+        s.close()
+        return "tls", str(e), 0, b""
+    try:
+        issuer = dict(x[0] for x in ts.getpeercert().get("issuer", ()))
+        how = f"{ts.version()} {ts.cipher()[0]}, leaf issued by {issuer.get('commonName', '?')!r}"
+        ts.sendall(f"GET /small HTTP/1.1\r\nHost: {hostport}\r\n\r\n".encode())
+        head, rest = read_head(ts)
+        if head is None:
+            return "http", how + "; closed without a reply", 0, b""
+        body = read_body(ts, head[2], rest)
+        return "http", how + f"; {head[1]}" + (f" ({head[2].get('sluice-decision')})"
+                                                if head[2].get("sluice-decision") else ""), head[0], body
+    except (OSError, ValueError, ssl.SSLError) as e:
+        return "http", f"after the handshake: {e!r}", 0, b""
+    finally:
+        ts.close()
+
+
+def probe_tls(t):
+    """The allow/deny probe of an inspecting proxy, or of the TLS origin
+    directly. Returns (ok, [checks])."""
+    checks = []
+
+    def check(name, ok, detail):
+        checks.append({"check": name, "ok": bool(ok), "detail": detail})
+        return ok
+
+    small = b"x" * SMALL_BYTES
+    st0 = origin_stats()
+    if t.proxy_addr is None:
+        # the premises of the proxies' checks: the origin answers over TLS;
+        # the rogue listener's certificate fails against the origin's CA,
+        # and with its own CA it answers and counts the request
+        stage, detail, status, body = tls_get(None, t.tls_target, PKI["ca"], direct_port=TLS_PORT)
+        check("TLS origin answers directly", stage == "http" and status == 200 and body == small, detail)
+        stage, detail, _, _ = tls_get(None, f"{NAME_TUNNEL}:{ROGUE_PORT}", PKI["ca"], direct_port=ROGUE_PORT)
+        check("rogue certificate fails against the origin's CA", stage == "tls", detail)
+        stage, detail, status, body = tls_get(None, f"{NAME_TUNNEL}:{ROGUE_PORT}", PKI["rogue_ca"],
+                                              direct_port=ROGUE_PORT)
+        st1 = origin_stats()
+        check("rogue listener answers and counts", stage == "http" and status == 200 and
+              st1["rogue_requests"] == st0["rogue_requests"] + 1, detail)
+        return all(c["ok"] for c in checks), checks
+    # 1. an inspected request: the leaf must chain to the proxy's CA (so
+    # the proxy terminated TLS: the origin's own certificate would not),
+    # and the request must reach the origin over TLS
+    stage, detail, status, body = tls_get(t.proxy_addr, t.tls_target, t.tls_ca)
+    st1 = origin_stats()
+    check("CONNECT, TLS with the proxy's CA, GET passes", stage == "http" and status == 200 and body == small,
+          f"{stage}: {detail}" + (" (the certificate the client got does not chain to the proxy's CA: "
+                                  "the proxy did not terminate TLS itself; does it inspect?)"
+                                  if stage == "tls" and "CERTIFICATE_VERIFY_FAILED" in detail else ""))
+    check("the request reached the origin over TLS", st1["tls_requests"] > st0["tls_requests"],
+          f"origin TLS requests {st0['tls_requests']} -> {st1['tls_requests']}")
+    # 2. an origin whose certificate the proxy's upstream_ca does not trust:
+    # the policy admits its port, so the CONNECT passes (a refusal there
+    # would prove nothing), and no request may reach it
+    stage, detail, status, body = tls_get(t.proxy_addr, f"{NAME_TUNNEL}:{ROGUE_PORT}", t.tls_ca)
+    time.sleep(0.2)
+    st2 = origin_stats()
+    check("untrusted upstream certificate refused", stage != "connect" and not (status == 200 and body == small)
+          and st2["rogue_requests"] == st1["rogue_requests"],
+          f"{stage}: {detail}; rogue requests {st1['rogue_requests']} -> {st2['rogue_requests']}")
+    # 3. the decoy port: refused at the CONNECT, or (squid with ssl_bump
+    # does this) inside a tunnel the proxy terminates itself
+    stage, detail, status, body = tls_get(t.proxy_addr, f"{NAME_TUNNEL}:{DECOY_PORT}", t.tls_ca)
+    check("CONNECT decoy refused", stage == "connect" or (status != 200 and b"DECOY" not in body),
+          f"{stage}: {detail}")
+    time.sleep(0.2)
+    st3 = origin_stats()
+    check("decoy port never reached", st3["decoy_accepts"] == st0["decoy_accepts"],
+          f"decoy accepts {st0['decoy_accepts']} -> {st3['decoy_accepts']}")
+    return all(c["ok"] for c in checks), checks
+
+
+# --------------------------------------------------------------------------
 # proxies
 # --------------------------------------------------------------------------
 
@@ -329,6 +499,12 @@ class Target:
         self.http_target = f"{http_host or ORIGIN_IP}:{ORIGIN_PORT}"
         self.decoy_tunnel = f"{tunnel_host or ORIGIN_IP}:{DECOY_PORT}"
         self.decoy_http = f"{http_host or ORIGIN_IP}:{DECOY_PORT}"
+        # inspection: the origin by name (both inspecting proxies resolve it
+        # through dnsmasq), and the CA a client of this target trusts
+        self.tls_target = f"{NAME_TUNNEL}:{TLS_PORT}"
+        self.tls_ca = None
+        # which of the two tables: "plain" modes, "tls" (inspection) modes
+        self.families = ("plain",)
         self.proc = None
         self.notes = []
 
@@ -353,6 +529,10 @@ class Target:
 class Direct(Target):
     def __init__(self):
         super().__init__("direct")
+        self.families = ("plain", "tls")
+
+    def start(self, workdir):
+        self.tls_ca = PKI["ca"]
 
 
 class Floor(Target):
@@ -416,6 +596,79 @@ visible_hostname sluice-bench
             return subprocess.run([SQUID, "-v"], capture_output=True, text=True, timeout=10).stdout.splitlines()[0]
         except (OSError, IndexError, subprocess.SubprocessError):
             return "?"
+
+
+class SquidBump(Target):
+    """squid inspecting with ssl_bump: the same binary as the squid column
+    (Debian's squid-openssl replaces squid; without TLS in its config it is
+    the plain squid)."""
+
+    def __init__(self, port):
+        super().__init__("squid-bump", port)
+        self.families = ("tls",)
+
+    def start(self, workdir):
+        if not os.access(SQUID_CERTGEN, os.X_OK):
+            raise RuntimeError(f"{SQUID_CERTGEN} is missing: squid-bump needs Debian's squid-openssl "
+                               "(make bench-deps installs it)")
+        d = os.path.join(workdir, "squid-bump")
+        os.makedirs(d, exist_ok=True)
+        self.tls_ca, ca_key = make_ca(d, "ca", "sluice bench squid-bump CA")
+        db = os.path.join(d, "ssl_db")
+        r = subprocess.run([SQUID_CERTGEN, "-c", "-s", db, "-M", "16MB"], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"security_file_certgen -c failed: {(r.stdout + r.stderr)[-1000:]}")
+        for root, dirs, files in os.walk(d):
+            for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                shutil.chown(n, "proxy", "proxy")
+        conf = os.path.join(d, "squid.conf")
+        with open(conf, "w") as f:
+            f.write(f"""# written by bench/run.py
+# bump at step 1: squid completes the client's handshake with a leaf for the
+# CONNECT host signed by its CA, then connects to the origin and verifies its
+# certificate before it sends the request. (peek at step 1, then bump, would
+# mimic the origin's certificate, but squid then keeps no generated leaf in
+# its memory cache: it asks the helper and parses the PEM on every tunnel.)
+http_port 127.0.0.1:{self.port} ssl-bump tls-cert={self.tls_ca} tls-key={ca_key} generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
+sslcrtd_program {SQUID_CERTGEN} -s {db} -M 16MB
+sslcrtd_children 4 startup=1 idle=1
+ssl_bump bump all
+# the origin's CA only, as sluice-inspect's upstream_ca
+tls_outgoing_options cafile={PKI["ca"]} default-ca=off
+acl bench_origin dstdomain {NAME_TUNNEL}
+acl bench_tls_ports port {TLS_PORT} {ROGUE_PORT}
+http_access allow bench_origin bench_tls_ports
+http_access deny all
+cache deny all
+access_log stdio:{d}/access.log
+cache_log {d}/cache.log
+cache_store_log none
+logfile_rotate 0
+pid_filename none
+coredump_dir {d}
+max_filedescriptors 65536
+shutdown_lifetime 1 seconds
+pinger_enable off
+netdb_filename none
+dns_nameservers {DNS_IP}
+visible_hostname sluice-bench
+""")
+        self.log_path = os.path.join(d, "access.log")
+        self.notes.append(f"`ssl_bump bump all` (at step 1: the client's handshake first, with a leaf for the "
+                          f"CONNECT host; then the origin's) behind `acl dstdomain {NAME_TUNNEL}` + `acl port "
+                          f"{TLS_PORT} {ROGUE_PORT}`, everything else denied; its own ECDSA P-256 CA made by openssl "
+                          "(squid signs every leaf with the CA's key pair); `sslcrtd_program security_file_certgen` "
+                          "with its database in the run's temporary directory, `dynamic_cert_mem_cache_size=16MB`; "
+                          "upstream verified against the origin's CA only (`tls_outgoing_options cafile=... "
+                          "default-ca=off`); names resolved by dnsmasq")
+        r = subprocess.run([SQUID, "-k", "parse", "-f", conf], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"squid -k parse failed: {r.stderr[-2000:]}")
+        self.proc = Proc(self.name, [SQUID, "-N", "-f", conf], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def version(self):
+        return Squid.version(self)
 
 
 class Tinyproxy(Target):
@@ -541,6 +794,76 @@ path = decisions.jsonl
             return "?"
 
 
+class SluiceInspect(Sluice):
+    """sluice with request rules for the bench origin: every tunnel to it is
+    inspected (issue 11)."""
+
+    def __init__(self, port):
+        super().__init__("sluice-inspect", port, False)
+        self.families = ("tls",)
+
+    def start(self, workdir):
+        d = os.path.join(workdir, self.name)
+        os.makedirs(d, exist_ok=True)
+        cadir = os.path.join(d, "ca")
+        # `sluice ca init` where this sluice has it; until then the same kind
+        # of CA from openssl (ECDSA P-256, pathlen:0, the key 0600)
+        r = subprocess.run([SLUICE, "ca", "init", cadir], capture_output=True, text=True, timeout=30)
+        said = (r.stdout + r.stderr).strip()
+        if r.returncode == 0:
+            self.tls_ca = os.path.join(cadir, "ca.pem")
+            self.notes.append("its CA made by `sluice ca init`")
+        elif "unknown command" in said:
+            os.makedirs(cadir, exist_ok=True)
+            self.tls_ca, _ = make_ca(cadir, "ca", "sluice bench inspection CA")
+            self.notes.append("its CA made by openssl (ECDSA P-256, pathlen:0): this sluice has no `sluice ca init`")
+        else:
+            raise RuntimeError(f"sluice ca init failed ({r.returncode}): {said[-1000:]}")
+        with open(os.path.join(d, "allowlist.txt"), "w") as f:
+            f.write(f"""# written by bench/run.py: request rules make the bench origin an inspected host
+* {NAME_TUNNEL}:{TLS_PORT}/*
+# the probe's origin with a certificate from a CA nobody trusts: admitted, so
+# that refusing it is the upstream check's doing
+* {NAME_TUNNEL}:{ROGUE_PORT}/*
+""")
+        conf = os.path.join(d, "sluice.ini")
+        with open(conf, "w") as f:
+            f.write(f"""; written by bench/run.py
+[proxy]
+listen = 127.0.0.1:{self.port}
+workers = 0
+max_clients = 30000
+shutdown_grace_ms = 1000
+
+[policy]
+allowlist = allowlist.txt
+allow_cidr = {ORIGIN_IP}/32
+
+[dns]
+server = {DNS_IP}:53
+
+[tls]
+ca_cert = ca/ca.pem
+ca_key = ca/ca.key
+upstream_ca = {PKI["ca"]}
+
+[log]
+path = decisions.jsonl
+""")
+        self.log_path = os.path.join(d, "decisions.jsonl")
+        self.notes.append(f"request rules `* {NAME_TUNNEL}:{TLS_PORT}/*` (and `:{ROGUE_PORT}` for the probe's "
+                          f"untrusted origin); `[tls]` with upstream_ca = the origin's CA only; names resolved by "
+                          f"dnsmasq; allow_cidr = {ORIGIN_IP}/32")
+        r = subprocess.run([SLUICE, "check", "-c", conf], capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            said = "; ".join(r.stderr.strip().splitlines())[-600:]
+            raise RuntimeError(f"this sluice cannot inspect: `sluice check` refuses request rules or [tls] "
+                               f"(exit {r.returncode}: {said}); the sluice-inspect column needs sluice with "
+                               "inspection (issue 11)")
+        self.proc = Proc(self.name, [SLUICE, "run", "-c", conf], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+
 # --------------------------------------------------------------------------
 # measurements
 # --------------------------------------------------------------------------
@@ -588,21 +911,22 @@ def cpu_split(res, proxy_pids, origin_pid):
     return out
 
 
-def measure_idle(t, prof, n, first, origin_pid):
-    """Open n idle tunnels in steps and sample the proxy's RSS at each."""
+def measure_idle(t, prof, n, first, origin_pid, tls=False):
+    """Open n idle tunnels in steps and sample the proxy's RSS at each.
+    tls: inspected tunnels, held once their handshake is done."""
     out = {"n": n, "steps": []}
     pid = t.proc.pid if t.proc else None
     if pid:
         time.sleep(0.3)
         out["rss_before_kb"] = rss_kb(pid)
         out["fds_before"] = fd_count(pid)
-    args = ["idle", "--target", t.tunnel_target, "-n", str(n), "--steps", f"{first},{n}",
+    args = ["idle", "--target", t.tls_target if tls else t.tunnel_target, "-n", str(n), "--steps", f"{first},{n}",
             "-c", "100", "-d", str(prof["idle_limit"]), "--hold", str(prof["idle_limit"]),
-            "--timeout-ms", str(prof["timeout_ms"])]
+            "--timeout-ms", str(prof["timeout_ms"])] + (["--tls", "--ca", t.tls_ca] if tls else [])
     if t.proxy_addr:
         args += ["--proxy", f"127.0.0.1:{t.port}"]
     else:
-        args += ["--connect", f"{ORIGIN_IP}:{ORIGIN_PORT}"]
+        args += ["--connect", f"{ORIGIN_IP}:{TLS_PORT if tls else ORIGIN_PORT}"]
     say("  " + " ".join(args))
     p = subprocess.Popen([LOADGEN] + args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
@@ -677,7 +1001,7 @@ def measure_idle(t, prof, n, first, origin_pid):
 def start_and_probe(t, workdir, results):
     """Start a target, read its RSS at start, probe it. Returns its record."""
     name = t.name
-    rec = {"name": name, "reported": False, "notes": t.notes, "runs": {}}
+    rec = {"name": name, "reported": False, "notes": t.notes, "runs": {}, "families": list(t.families)}
     results["targets"][name] = rec
     say(f"== {name}")
     try:
@@ -694,7 +1018,10 @@ def start_and_probe(t, workdir, results):
         rec["rss_start_kb"] = rss_kb(pid)
         rec["threads_start"] = threads(pid)
         say(f"  RSS at start {rec['rss_start_kb'] / 1024:.1f} MB")
-        ok, checks = probe(t.proxy_addr, t.tunnel_target, t.http_target, t.decoy_tunnel, t.decoy_http)
+        if "plain" in t.families:
+            ok, checks = probe(t.proxy_addr, t.tunnel_target, t.http_target, t.decoy_tunnel, t.decoy_http)
+        else:
+            ok, checks = probe_tls(t)
         rec["probe"] = {"ok": ok, "checks": checks}
         for c in checks:
             say(f"  probe: {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
@@ -710,9 +1037,17 @@ def start_and_probe(t, workdir, results):
         st2, _, _, body2, s2 = exchange((ORIGIN_IP, DECOY_PORT), b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
         s2.close()
         ok = st == 200 and body == b"x" * SMALL_BYTES and st2 == 200 and b"DECOY" in body2
-        rec["probe"] = {"ok": ok, "checks": [{"check": "origin and decoy answer directly", "ok": ok, "detail": line}]}
+        checks = [{"check": "origin and decoy answer directly", "ok": ok, "detail": line}]
+        if "tls" in t.families:
+            ok2, checks2 = probe_tls(t)
+            ok = ok and ok2
+            checks += checks2
+        rec["probe"] = {"ok": ok, "checks": checks}
+        for c in checks:
+            say(f"  probe: {'ok  ' if c['ok'] else 'FAIL'} {c['check']}: {c['detail']}")
         if not ok:
-            rec["failed"] = "the origin does not answer directly"
+            rec["failed"] = "the origin does not answer directly: " + "; ".join(
+                f"{c['check']}: {c['detail']}" for c in checks if not c["ok"])
             return rec
     rec["reported"] = True
     return rec
@@ -730,22 +1065,23 @@ def other_cores(res):
     return max(0.0, (mb * (os.cpu_count() or 1) * w * 1e6 - ours) / (w * 1e6))
 
 
-def measure(t, rec, key, args, limit, origin_pid):
-    """One load-generator run against one target."""
+def measure(t, rec, key, args, limit, origin_pid, direct_port=ORIGIN_PORT):
+    """One load-generator run against one target (direct: to direct_port)."""
     pid = t.proc.pid if t.proc else None
     proxy_pids = children_of(pid) if pid else []
     cpu_args = []
     for p in proxy_pids[:12] + [origin_pid]:
         cpu_args += ["--cpu-pid", str(p)]
     base = cpu_args + (["--proxy", f"127.0.0.1:{t.port}"] if t.proxy_addr
-                       else ["--connect", f"{ORIGIN_IP}:{ORIGIN_PORT}"])
+                       else ["--connect", f"{ORIGIN_IP}:{direct_port}"])
     res = loadgen(args + base, limit)
     res.update(cpu_split(res, proxy_pids, origin_pid))
     res["other_cores"] = other_cores(res)
     rec.setdefault("all_runs", {}).setdefault(key, []).append(res)
     rec["runs"][key] = res
-    if key == "bulk":
-        say(f"    {t.name} bulk: {res.get('mb_per_s', 0):,.0f} MB/s, complete {res.get('complete')}")
+    if key in ("bulk", "ibulk"):
+        say(f"    {t.name} {key}: {res.get('mb_per_s', 0):,.0f} MB/s, complete {res.get('complete')}"
+            + (f" [{res.get('failed') or res.get('last_error')}]" if not res.get("complete") else ""))
     elif "rate" in key:
         lat = res.get("lat_us", {})
         say(f"    {t.name} {key}: p50 {lat.get('p50', 0) / 1000:.2f} ms, p99 {lat.get('p99', 0) / 1000:.2f} ms, "
@@ -754,14 +1090,18 @@ def measure(t, rec, key, args, limit, origin_pid):
         say(f"    {t.name} {key}: {res.get('ops_per_s', 0):,.0f}/s, errors {res.get('errors', '?')}"
             + (f", proxy CPU {res['proxy_user_us_per_op'] + res['proxy_sys_us_per_op']:.0f} µs/op"
                if res.get("proxy_user_us_per_op") is not None else "")
-            + (f" [{res['failed']}]" if "failed" in res else ""))
+            + (f" [{res['failed']}]" if "failed" in res else "")
+            + (f" [{res['last_error']}]" if res.get("errors") and res.get("last_error") else ""))
     if res.get("other_cores") is not None and res["other_cores"] > 0.3:
         say(f"      (other processes used {res['other_cores']:.1f} cores meanwhile)")
     return res
 
 
 def mode_plan(prof):
-    """(key, loadgen arguments without the target, time limit), in order."""
+    """(key, loadgen mode, arguments without the target, time limit,
+    family), in order. Family "plain" runs on the plain targets, "tls" (the
+    inspection modes, keys starting with "i") on the inspecting ones;
+    direct runs both."""
     lim = prof["duration"] + prof["warmup"] + prof["timeout_ms"] / 1000 + 30
     plan = []
     for mode in ("tunnel", "http"):
@@ -774,6 +1114,15 @@ def mode_plan(prof):
                       "--warmup", str(prof["warmup"])], lim))
     plan.append(("bulk", "bulk", ["--bytes", str(prof["bulk"]), "-d", str(prof["bulk_limit"])],
                  prof["bulk_limit"] + 30))
+    plan = [p + ("plain",) for p in plan]
+    # inspection: connect, CONNECT, handshake, one GET, close; GETs in
+    # kept-alive inspected tunnels; one big GET in one inspected tunnel
+    for mode in ("tunnel", "http"):
+        for c in prof["conc"]:
+            plan.append((f"i{mode}_c{c}", mode, ["-c", str(c), "-d", str(prof["duration"]),
+                                                 "--warmup", str(prof["warmup"])], lim, "tls"))
+    plan.append(("ibulk", "bulk", ["--bytes", str(prof["ibulk"]), "-d", str(prof["bulk_limit"])],
+                 prof["bulk_limit"] + 30, "tls"))
     return plan
 
 
@@ -859,11 +1208,16 @@ def ratio(v, ref):
     return v / ref
 
 
-def build_rows(results, prof):
+def build_rows(results, prof, family="plain"):
+    """The table's rows: the plain modes, or (family "tls") the inspection
+    modes, whose keys are the plain ones with an "i" before them."""
     T = results["targets"]
     rate = prof["rate"]
     c1, c2 = prof["conc"]
     idle_n = results["meta"]["idle_n"]
+    i = "i" if family == "tls" else ""
+    idle_key = i + "idle"
+    fam_keys = {k for k, *_, f in mode_plan(prof) if f == family}
 
     def run(name, key):
         return T.get(name, {}).get("runs", {}).get(key, {})
@@ -895,11 +1249,11 @@ def build_rows(results, prof):
         return f
 
     def bulk_flag(n):
-        r = run(n, "bulk")
+        r = run(n, i + "bulk")
         return "" if r.get("complete") else "‡"
 
     def bulk(n):
-        r = run(n, "bulk")
+        r = run(n, i + "bulk")
         return r.get("mb_per_s") if r.get("bytes") else None
 
     def mem(field, scale=1 / 1024):
@@ -914,29 +1268,46 @@ def build_rows(results, prof):
         def f(n):
             if n == "direct":
                 return None
-            v = T.get(n, {}).get("idle", {}).get(field)
+            v = T.get(n, {}).get(idle_key, {}).get(field)
             return v / 1024 if v is not None else None
         return f
 
     def idle_short(n):
-        got = T.get(n, {}).get("idle", {}).get("n_reached")
+        got = T.get(n, {}).get(idle_key, {}).get("n_reached")
         if n == "direct" or got is None or got >= idle_n:
             return ""
         return f" (only {got:,} opened)"
 
     def other(n):
-        vals = [run(n, f"{m}_c{c}").get("other_cores") for m in ("tunnel", "http") for c in (c1, c2)]
+        vals = [run(n, f"{i}{m}_c{c}").get("other_cores") for m in ("tunnel", "http") for c in (c1, c2)]
         vals = [v for v in vals if v is not None]
         return sum(vals) / len(vals) if vals else None
 
     def errors(n):
         tot = 0
         for k, r in T.get(n, {}).get("runs", {}).items():
-            tot += r.get("errors", 0) or 0
-        ir = (T.get(n, {}).get("idle", {}) or {}).get("result") or {}
+            if k in fam_keys:
+                tot += r.get("errors", 0) or 0
+        ir = (T.get(n, {}).get(idle_key, {}) or {}).get("result") or {}
         tot += ir.get("errors", 0) or 0
         return tot
 
+    if family == "tls":
+        return [
+            (f"inspected tunnels/s, C={c1}", ops(f"itunnel_c{c1}"), 0, "hi"),
+            (f"inspected tunnels/s, C={c2}", ops(f"itunnel_c{c2}"), 0, "hi"),
+            (f"CPU µs per inspected tunnel, C={c1} (user+sys)¹", cpu(f"itunnel_c{c1}"), 0, "cpu"),
+            (f"requests/s in kept-alive inspected tunnels, C={c1}", ops(f"ihttp_c{c1}"), 0, "hi"),
+            (f"requests/s in kept-alive inspected tunnels, C={c2}", ops(f"ihttp_c{c2}"), 0, "hi"),
+            (f"CPU µs per inspected request, C={c1} (user+sys)¹", cpu(f"ihttp_c{c1}"), 0, "cpu"),
+            ("bulk MB/s, one inspected tunnel", bulk, 0, "hi", bulk_flag),
+            ("RSS at start, MB", mem("rss_start_kb"), 1, "lo"),
+            ("RSS per 1,000 idle inspected tunnels, MB", idle("rss_per_1000_kb"), 2, "lo"),
+            (f"RSS holding {idle_n:,} idle inspected tunnels, MB²", idle("rss_at_n_kb"), 1, "lo", idle_short),
+            ("RSS after all runs, MB", mem("rss_end_kb"), 1, "lo"),
+            ("errors, all inspection runs", errors, 0, "err"),
+            ("other processes' CPU during the throughput runs, cores³", other, 2, "info"),
+        ]
     return [
         # label, getter, digits, kind ('hi' higher is better, 'lo' lower is better, 'cpu')
         (f"tunnels/s, C={c1}", ops(f"tunnel_c{c1}"), 0, "hi"),
@@ -959,11 +1330,16 @@ def build_rows(results, prof):
     ]
 
 
-def render_table(results, prof):
+def render_table(results, prof, family="plain"):
+    """The plain table (ratios to direct and squid), or the inspection one
+    (ratios to direct and squid-bump)."""
     T = results["targets"]
-    cols = [n for n in results["order"] if T.get(n, {}).get("reported")]
-    rows = build_rows(results, prof)
-    header = "| figure | " + " | ".join(cols) + " |"
+    cols = [n for n in results["order"] if T.get(n, {}).get("reported") and family in T[n].get("families", ())]
+    if not cols:
+        return ""
+    rows = build_rows(results, prof, family)
+    ref, mark = ("squid", "s") if family == "plain" else ("squid-bump", "b")
+    header = ("| figure | " if family == "plain" else "| inspection | ") + " | ".join(cols) + " |"
     sep = "|---|" + "---|" * len(cols)
     out = [header, sep]
     for row in rows:
@@ -971,7 +1347,7 @@ def render_table(results, prof):
         flag = row[4] if len(row) > 4 else (lambda n: "")
         cells = []
         d = get("direct") if "direct" in cols else None
-        s = get("squid") if "squid" in cols else None
+        s = get(ref) if ref in cols else None
         for n in cols:
             v = get(n)
             if kind == "cpu":
@@ -998,19 +1374,20 @@ def render_table(results, prof):
             parts = []
             if n != "direct" and rd is not None:
                 parts.append(f"{rd:.2f}×d")
-            if n != "squid" and rs is not None:
-                parts.append(f"{rs:.2f}×s")
+            if n != ref and rs is not None:
+                parts.append(f"{rs:.2f}×{mark}")
             cells.append(txt + (f" ({', '.join(parts)})" if parts else ""))
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
-def render_footer(results, prof):
+def render_footer(results, prof, inspection=False):
     T = results["targets"]
     meta = results["meta"]
     lines = []
-    lines.append("×d: ratio to direct (no proxy); ×s: ratio to squid. Higher is better for /s and MB/s, "
-                 "lower for CPU, latency and RSS.")
+    lines.append("×d: ratio to direct (no proxy); ×s: ratio to squid" + ("; ×b: ratio to squid-bump" if inspection
+                                                                          else "")
+                 + ". Higher is better for /s and MB/s, lower for CPU, latency and RSS.")
     lines.append("¹ CPU of the proxy process (all threads, and child processes if any) from /proc/PID/stat, "
                  "utime and stime over the measured window, divided by the operations completed in it; "
                  "u = user, s = system. In the direct column: the origin server's CPU per operation, "
@@ -1026,6 +1403,24 @@ def render_footer(results, prof):
                  "Bulk: one tunnel, one GET of the whole body; ‡ incomplete within the time limit"
                  + (f"; the median of {prof.get('bulk_reps', 1) * prof['rounds']} runs, the targets taking turns."
                     if prof.get("bulk_reps", 1) * prof["rounds"] > 1 else "."))
+    if inspection:
+        lines.append(f"Inspection (the second table): the origin also serves HTTPS on {ORIGIN_IP}:{TLS_PORT}, an "
+                     f"ECDSA P-256 certificate for {NAME_TUNNEL} and {ORIGIN_IP} from a CA the run makes with "
+                     "openssl; squid-bump and sluice-inspect each answer the client with a leaf from a CA of their "
+                     "own, which the load generator trusts, and verify the origin against the origin's CA only. "
+                     "TLS 1.2 on both sides of the proxy (what sluice speaks), ECDHE-ECDSA with AES-128-GCM on P-256; "
+                     "every handshake is a full one (neither the load generator nor the origin resumes sessions or "
+                     "issues tickets). Inspected tunnels: connect, CONNECT, the handshake, a 64-byte GET, "
+                     "close_notify, close. Requests: origin-form GETs in kept-alive inspected tunnels (CONNECT and "
+                     "the handshake once per connection). Bulk: one GET in one inspected tunnel, MB/s from the "
+                     "request on. Idle inspected tunnels: held after the handshake and one GET (squid connects to "
+                     "the origin only for the first request). Direct: TLS straight to the origin; its CPU rows are the origin's, one TLS "
+                     "endpoint. The load generator and the origin use OpenSSL "
+                     f"({ssl_version()}): mbedtls 2.28, measured here, is some 20 times slower at the handshake's "
+                     "P-256 operations and at AES-GCM, and would have measured the load generator.")
+        lines.append("Issue 11's targets, sluice-inspect against squid-bump: ≥ 2× inspected tunnels/s and "
+                     "requests/s, CPU per inspected request ≤ 0.5×, bulk ≥ 1.5×, RSS per idle inspected tunnel "
+                     "≤ 0.5×; and the plain table's opaque tunnels within 5% of their figures before the issue.")
     if meta.get("idle_note"):
         lines.append("² " + meta["idle_note"])
     else:
@@ -1080,7 +1475,9 @@ def render_footer(results, prof):
         lines.append("Other processes busy on the machine at the start (not part of the bench): "
                      + meta["other_load"] + ".")
     lines.append(f"Profile `{meta['profile']}`: {prof['duration']:g} s measured after {prof['warmup']:g} s warm-up "
-                 f"per throughput and latency run; bulk {prof['bulk'] / 2**20:,.0f} MiB; all on loopback in a "
+                 f"per throughput and latency run; bulk {prof['bulk'] / 2**20:,.0f} MiB"
+                 + (f", inspected bulk {prof['ibulk'] / 2**20:,.0f} MiB" if inspection else "")
+                 + "; all on loopback in a "
                  f"private network namespace; {meta['date']}, sluice {meta.get('sluice_rev', '?')}.")
     return "\n".join(f"- {l}" for l in lines)
 
@@ -1184,6 +1581,10 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
+def ssl_version():
+    return ssl.OPENSSL_VERSION
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo") as f:
@@ -1213,7 +1614,7 @@ def update_readme(table_md):
 
 
 # the table's columns, in order
-TARGET_NAMES = ["direct", "floor", "squid", "tinyproxy", "sluice", "sluice-full"]
+TARGET_NAMES = ["direct", "floor", "squid", "tinyproxy", "sluice", "sluice-full", "squid-bump", "sluice-inspect"]
 
 
 def main():
@@ -1223,6 +1624,8 @@ def main():
     ap.add_argument("--only", action="append", default=[],
                     choices=TARGET_NAMES, metavar="NAME",
                     help="measure only these targets (" + ", ".join(TARGET_NAMES) + "); repeatable")
+    ap.add_argument("--skip", action="append", default=[], choices=TARGET_NAMES, metavar="NAME",
+                    help="leave these targets out; repeatable")
     ap.add_argument("--duration", type=float, help="seconds per throughput/latency run")
     ap.add_argument("--rounds", type=int, help="measure every mode this many times (full: 2, smoke: 1); "
                     "each cell reports the round least disturbed by other processes")
@@ -1242,7 +1645,7 @@ def main():
 
     for b, what in ((LOADGEN, "make build/bench/loadgen"), (ORIGIN, "make build/bench/origin"),
                     (FLOOR, "make build/bench/floor"), (SYSCOST, "make build/bench/syscost"),
-                    (SLUICE, "make build/sluice")):
+                    (SLUICE, "make build/sluice"), (OPENSSL, "apt-get install openssl")):
         if not os.access(b, os.X_OK):
             sys.exit(f"bench: {b} is missing; build it first ({what}, or make bench)")
 
@@ -1288,9 +1691,12 @@ def main():
     results["meta"]["sluice_workers"] = os.cpu_count()
 
     all_targets = [Direct(), Floor(3132), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
-                   Sluice("sluice-full", 3129, True)]
+                   Sluice("sluice-full", 3129, True), SquidBump(3133), SluiceInspect(3134)]
     assert [t.name for t in all_targets] == TARGET_NAMES
-    targets = [t for t in all_targets if not a.only or t.name in a.only]
+    targets = [t for t in all_targets if (not a.only or t.name in a.only) and t.name not in a.skip]
+    # direct TLS only beside an inspecting target (or on its own)
+    if not any("tls" in t.families for t in targets if t.name != "direct") and len(targets) > 1:
+        all_targets[0].families = ("plain",)
     results["order"] = [t.name for t in targets]
     T = results["targets"]
     failed = False
@@ -1312,9 +1718,13 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
 
     try:
+        make_bench_pki(workdir)
         origin = Proc("origin", [ORIGIN, "--listen", f"{ORIGIN_IP}:{ORIGIN_PORT}", "--decoy", f"{ORIGIN_IP}:{DECOY_PORT}",
-                                 "--small-bytes", str(SMALL_BYTES)], workdir)
+                                 "--tls-listen", f"{ORIGIN_IP}:{TLS_PORT}", "--cert", PKI["cert"], "--key", PKI["key"],
+                                 "--rogue", f"{ORIGIN_IP}:{ROGUE_PORT}", "--rogue-cert", PKI["rogue_cert"],
+                                 "--rogue-key", PKI["rogue_key"], "--small-bytes", str(SMALL_BYTES)], workdir)
         wait_port(ORIGIN_IP, ORIGIN_PORT, origin)
+        wait_port(ORIGIN_IP, TLS_PORT, origin)
         dns = Proc("dnsmasq", [DNSMASQ, "--keep-in-foreground", "--user=root", "--group=root", "--pid-file=",
                                "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
                                f"--listen-address={DNS_IP}", "--bind-interfaces", "--port=53",
@@ -1336,17 +1746,33 @@ def main():
             else:
                 failed = True
                 problems.append(f"{t.name}: {rec.get('failed')}")
-        say("== idle tunnels (memory)")
+        if any("plain" in t.families for t in live):
+            say("== idle tunnels (memory)")
         for t in live:
-            say(f"  {t.name}")
-            T[t.name]["idle"] = measure_idle(t, prof, idle_n, first, origin.pid)
+            if "plain" in t.families:
+                say(f"  {t.name}")
+                T[t.name]["idle"] = measure_idle(t, prof, idle_n, first, origin.pid)
+        if any("tls" in t.families for t in live):
+            say("== idle inspected tunnels (memory)")
+        for t in live:
+            if "tls" in t.families:
+                say(f"  {t.name}")
+                T[t.name]["iidle"] = measure_idle(t, prof, idle_n, first, origin.pid, tls=True)
         for rnd in range(rounds):
-            for key, mode, args, lim in mode_plan(prof):
+            for key, mode, args, lim, fam in mode_plan(prof):
+                on = [t for t in live if fam in t.families]
+                if not on:
+                    continue
                 say(f"== {key}" + (f", round {rnd + 1} of {rounds}" if rounds > 1 else ""))
                 # a bulk run takes about a second and swings most from run to
                 # run (direct the most): it is repeated, the targets in turn
-                for _ in range(prof["bulk_reps"] if key == "bulk" else 1):
-                    for t in live:
+                for _ in range(prof["bulk_reps"] if mode == "bulk" else 1):
+                    for t in on:
+                        if fam == "tls":
+                            measure(t, T[t.name], key,
+                                    [mode, "--target", t.tls_target, "--timeout-ms", str(prof["timeout_ms"]),
+                                     "--tls", "--ca", t.tls_ca] + args, lim, origin.pid, direct_port=TLS_PORT)
+                            continue
                         tgt = t.http_target if mode == "http" else t.tunnel_target
                         measure(t, T[t.name], key,
                                 [mode, "--target", tgt, "--timeout-ms", str(prof["timeout_ms"])] + args,
@@ -1358,7 +1784,7 @@ def main():
             rec = T[t.name]
             for key, lst in rec.get("all_runs", {}).items():
                 ok = [r for r in lst if r.get("ops")] or lst
-                if key == "bulk":
+                if key in ("bulk", "ibulk"):
                     ranked = sorted(ok, key=lambda r: r.get("mb_per_s") or 0)
                     rec["runs"][key] = ranked[(len(ranked) - 1) // 2]
                 else:
@@ -1377,12 +1803,16 @@ def main():
                         problems.append(f"{t.name} {key}: no measurement ({r.get('failed') or r.get('last_error')})")
                     elif r.get("errors"):
                         problems.append(f"{t.name} {key}: {r['errors']} errors ({r.get('last_error')})")
-            idle = rec.get("idle", {})
-            if not idle.get("steps") or not idle.get("n_reached"):
-                failed = True
-                problems.append(f"{t.name} idle: no measurement ({idle.get('failed') or (idle.get('result') or {}).get('last_error')})")
-            elif idle.get("n_reached", 0) < idle_n:
-                problems.append(f"{t.name} idle: only {idle['n_reached']} of {idle_n} tunnels opened")
+            for ikey, fam in (("idle", "plain"), ("iidle", "tls")):
+                if fam not in t.families:
+                    continue
+                idle = rec.get(ikey, {})
+                if not idle.get("steps") or not idle.get("n_reached"):
+                    failed = True
+                    problems.append(f"{t.name} {ikey}: no measurement "
+                                    f"({idle.get('failed') or (idle.get('result') or {}).get('last_error')})")
+                elif idle.get("n_reached", 0) < idle_n:
+                    problems.append(f"{t.name} {ikey}: only {idle['n_reached']} of {idle_n} tunnels opened")
             ver = (rec.get("log") or {}).get("verify")
             if ver and ver.get("exit") != 0:
                 problems.append(f"{t.name}: `sluice audit --verify` on its decision log: {ver.get('said')}")
@@ -1402,7 +1832,10 @@ def main():
     results["meta"]["loadavg_end"] = loadavg()
     results["problems"] = problems
     table = render_table(results, prof)
-    footer = render_footer(results, prof)
+    itable = render_table(results, prof, "tls")
+    if itable:
+        table += "\n\n" + itable
+    footer = render_footer(results, prof, bool(itable))
     print()
     print(table)
     print()
@@ -1418,7 +1851,7 @@ def main():
         json.dump(results, f, indent=1, sort_keys=False)
         f.write("\n")
     say(f"raw results: {os.path.relpath(out_json, ROOT)}")
-    if not a.smoke and not a.only and not a.no_readme and not failed:
+    if not a.smoke and not a.only and not a.skip and not a.no_readme and not failed:
         if update_readme(table + "\n\n" + footer):
             say("table written to bench/README.md")
     if a.keep:

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "ca.h"
 #include "cmd_lockfile.h"
 #include "config.h"
 #include "crypto.h"
@@ -26,6 +27,8 @@ static const char usage[] =
     "           print the allowlist a locked install of PATH's dependencies needs\n"
     "  audit [--summary|--denied|--suggest|--verify] [--json] [--follow] LOG...\n"
     "           read decision logs ('-' is standard input; gzip'd logs too)\n"
+    "  ca init DIR [--days N] [--permit HOST]...\n"
+    "           make the inspection CA: DIR/ca.pem (0644) and DIR/ca.key (0600)\n"
     "  health IP:PORT\n"
     "           exit 0 if the gate's admin endpoint answers /healthz with 200\n"
     "  version  print versions of sluice and its libraries\n"
@@ -131,6 +134,7 @@ static int cmd_check(void)
     if (!p)
         return 2;
     sl_policy_print(p, stdout);
+    sl_policy_warnings(p, sl_report_stderr, NULL);
     sl_policy_unref(p);
     return 0;
 }
@@ -155,6 +159,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
         return cmd_version();
+    if (!strcmp(cmd, "ca"))
+        return sl_cmd_ca(argc - 1, argv + 1);
     if (!strcmp(cmd, "health"))
         return sl_cmd_health(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit"))

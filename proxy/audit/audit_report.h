@@ -1,9 +1,16 @@
 /* sluice audit --summary, --denied and --suggest: what the decision log says,
  * gathered line by line and printed as a table or as JSON.
  *
+ * Request lines (the requests inside an inspected tunnel) count as requests
+ * of their tunnel's host:port, found by id among the open connections; they
+ * and the plain-HTTP decisions the rules made also count in rows per
+ * host:port, method and path prefix.
+ *
  * Memory grows with the number of distinct host:port destinations (with
- * their reasons), of distinct client addresses (8 bytes each), and of
- * connections allowed but not yet closed at that point of the log. That last
+ * their reasons), of distinct client addresses (8 bytes each), of rows of
+ * inspected requests (a few hundred bytes and the prefix each; the first
+ * path refused too, when one was), and of connections allowed but not yet
+ * closed at that point of the log. That last
  * map is bounded: at most SL_REPORT_OPEN_MAX open connections are
  * remembered; past that the oldest quarter is forgotten, and their close
  * lines, if they come, count in the totals but not per destination
@@ -36,7 +43,10 @@ void sl_report_denied(const sl_report *r, FILE *out, bool json);
 /* Allowlist lines for destinations refused as not_allowlisted or
  * port_not_allowed (never those whose host was refused as
  * non_public_address, nor non-public IP literals, nor hosts allowed since),
- * written with sl_allowlist_suggest for these port sets. */
+ * written with sl_allowlist_suggest for these port sets; and request rules
+ * for rule_not_matched refusals, one per host:port, method and path prefix
+ * (the exact path when only one was refused there), never for a path the
+ * gate refuses as ambiguous or one allowed since. */
 void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports *connect_ports,
                        const sl_ports *http_ports);
 
@@ -44,6 +54,7 @@ void sl_report_suggest(const sl_report *r, FILE *out, bool json, const sl_ports 
 typedef struct sl_report_totals {
     unsigned long long lines, requests, allowed, denied, closes, bytes_up, bytes_down;
     unsigned long long clients, destinations, malformed, unmatched_closes, forgotten_open;
+    unsigned long long inspected, no_tunnel, rows;   /* requests to inspected hosts; rows of them */
 } sl_report_totals;
 void sl_report_get_totals(const sl_report *r, sl_report_totals *t);
 

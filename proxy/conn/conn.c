@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "connect.h"
+#include "credentials.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -27,7 +29,7 @@ _Static_assert(CONN_READ_AHEAD > SL_HTTP_MAX_HEAD && CONN_READ_AHEAD >= 2 * SL_S
 
 static const char *const state_names[] = {
     [CS_HEAD] = "head", [CS_RESOLVING] = "resolving", [CS_CONNECTING] = "connecting",
-    [CS_SNI] = "sni", [CS_TUNNEL] = "tunnel", [CS_FORWARD] = "forward",
+    [CS_SNI] = "sni", [CS_TUNNEL] = "tunnel", [CS_TLS] = "tls", [CS_FORWARD] = "forward",
     [CS_CLOSING] = "closing", [CS_CLOSED] = "closed",
 };
 
@@ -36,12 +38,14 @@ static const char *const state_names[] = {
 static bool legal(conn_state from, conn_state to)
 {
     switch (to) {
-    case CS_HEAD:       return from == CS_FORWARD || from == CS_HEAD;
+    case CS_HEAD:       return from == CS_FORWARD || from == CS_HEAD || from == CS_TLS;
     case CS_RESOLVING:  return from == CS_HEAD;
     case CS_CONNECTING: return from == CS_HEAD || from == CS_RESOLVING;
     case CS_SNI:        return from == CS_CONNECTING;
     case CS_TUNNEL:     return from == CS_CONNECTING || from == CS_SNI;
-    case CS_FORWARD:    return from == CS_CONNECTING || from == CS_RESOLVING || from == CS_HEAD;
+    case CS_TLS:        return from == CS_SNI || from == CS_CONNECTING;
+    case CS_FORWARD:    return from == CS_CONNECTING || from == CS_RESOLVING || from == CS_HEAD ||
+                               from == CS_TLS;
     case CS_CLOSING:    return from != CS_TUNNEL && from != CS_CLOSING && from != CS_CLOSED;
     case CS_CLOSED:     return from != CS_CLOSED;
     }
@@ -98,6 +102,11 @@ static void refresh_interest(conn *c)
     case CS_SNI:
         cli = true;
         break;
+    case CS_TLS:
+        /* A handshake reads as it needs; a kept origin is watched. */
+        cli = true;
+        up = c->up != NULL;
+        break;
     case CS_FORWARD:
         exchange_interest(c, &cli, &up);
         break;
@@ -142,6 +151,8 @@ static void on_timeout(conn *c)
             conn_close(c, "idle_timeout");   /* a keep-alive client that sent nothing more */
             return;
         }
+        if (c->in)
+            c->in->n++;   /* a request was begun: its line has the next n */
         conn_refuse(c, 408, "bad_request", "The request head did not arrive within %d ms.",
                     c->pol->header_ms);
         return;
@@ -159,6 +170,9 @@ static void on_timeout(conn *c)
     case CS_SNI:
         conn_log_decision(c, false, "sni_mismatch", "no TLS ClientHello within header_ms");
         conn_finish(c, "refused");
+        return;
+    case CS_TLS:
+        inspect_on_timeout(c);
         return;
     case CS_TUNNEL:
     case CS_FORWARD: {
@@ -290,8 +304,85 @@ static void json_common(sl_json *j, char *ts, const char *event, const conn *c)
     sl_json_cstr(j, "id", c->x.id);
 }
 
+/* "FILE:LINE" of an entry. */
+static const char *rule_text(const sl_entry *e, char *rule, size_t cap)
+{
+    size_t n = strlen(e->file);
+    if (n + 16 > cap)
+        n = cap - 16;   /* cut; a file name is never this long */
+    memcpy(rule, e->file, n);
+    rule[n] = '\0';
+    if (e->line > 0) {
+        rule[n] = ':';
+        sl_fmt_uint(rule + n + 1, (unsigned)e->line);
+    }
+    return rule;
+}
+
+/* Whether the exchange is a request inside an inspected tunnel: its lines
+ * are `request` lines (SPEC), one per request, written when it ends (or
+ * when it is refused). */
+static bool in_tunnel(const conn *c) { return c->in && !c->x.is_connect; }
+
+/* The fields of a request to an inspected host (plain HTTP or in a tunnel). */
+static void json_request_fields(sl_json *j, const conn *c)
+{
+    if (c->x.path) {
+        size_t n = strlen(c->x.path);
+        sl_json_str(j, "path", c->x.path, n < 1024 ? n : 1024);   /* SPEC: at most 1,024 bytes */
+    }
+    if (c->x.cred)
+        sl_json_cstr(j, "credential", c->x.cred->name);
+    if (c->x.suggest && *c->x.suggest)
+        sl_json_cstr(j, "suggest", c->x.suggest);
+}
+
+/* A request line of an inspected tunnel. */
+static uint64_t log_request_line(conn *c, bool allow, const char *reason, const char *detail, const char *end)
+{
+    char buf[8192], ts[40], rule[300];
+    sl_json j;
+    sl_json_begin(&j, buf, sizeof buf);
+    json_common(&j, ts, "request", c);
+    sl_json_int(&j, "n", c->in->n);
+    sl_json_cstr(&j, "method", c->x.method_text);
+    sl_json_str(&j, "host", c->x.host.name, c->x.host.len);
+    if (c->x.path)
+        json_request_fields(&j, c);
+    else if (c->x.suggest && *c->x.suggest)
+        sl_json_cstr(&j, "suggest", c->x.suggest);
+    sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
+    sl_json_cstr(&j, "reason", reason);
+    if (allow && c->x.rule)
+        sl_json_cstr(&j, "rule", rule_text(c->x.rule, rule, sizeof rule));
+    if (c->x.status)
+        sl_json_int(&j, "status", c->x.status);
+    sl_json_int(&j, "bytes_up", (long long)c->x.bytes_up);
+    sl_json_int(&j, "bytes_down", (long long)c->x.bytes_down);
+    sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_start));
+    if (end && strcmp(end, "done") != 0)
+        sl_json_cstr(&j, "end", end);
+    if (detail && *detail)
+        sl_json_cstr(&j, "detail", detail);
+    sl_metrics_request(allow, reason);
+    c->in->bytes_up += c->x.bytes_up;
+    c->in->bytes_down += c->x.bytes_down;
+    return sl_log_line(buf, sl_json_open_len(&j));
+}
+
 uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
 {
+    if (in_tunnel(c)) {
+        /* An allowed request's line is written when it ends, with its
+         * status and bytes; a refusal's now. */
+        c->x.decided = true;
+        if (allow) {
+            c->x.allowed = true;
+            clock_gettime(CLOCK_MONOTONIC, &c->x.t_allowed);
+            return 0;
+        }
+        return log_request_line(c, false, reason, detail, NULL);
+    }
     char buf[8192], ts[40], a[SL_ADDR_STRLEN], rule[300];
     sl_json j;
     sl_json_begin(&j, buf, sizeof buf);
@@ -302,18 +393,9 @@ uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *
     sl_json_int(&j, "port", c->x.port > 0 ? c->x.port : 0);
     sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
     sl_json_cstr(&j, "reason", reason);
-    if (c->x.rule) {
-        size_t n = strlen(c->x.rule->file);
-        if (n + 16 > sizeof rule)
-            n = sizeof rule - 16;   /* cut; a file name is never this long */
-        memcpy(rule, c->x.rule->file, n);
-        rule[n] = '\0';
-        if (c->x.rule->line > 0) {
-            rule[n] = ':';
-            sl_fmt_uint(rule + n + 1, (unsigned)c->x.rule->line);
-        }
-        sl_json_cstr(&j, "rule", rule);
-    }
+    if (c->x.rule)
+        sl_json_cstr(&j, "rule", rule_text(c->x.rule, rule, sizeof rule));
+    json_request_fields(&j, c);
     if (c->x.addr.family)
         sl_json_cstr(&j, "addr", sl_addr_format(&c->x.addr, a, sizeof a));
     if (c->x.dns_done)
@@ -339,17 +421,29 @@ void conn_log_close(conn *c, const char *end)
 {
     if (!c->x.allowed)
         return;   /* one close line per allowed exchange */
+    if (in_tunnel(c)) {
+        log_request_line(c, true, c->x.rule && sl_entry_is_rule(c->x.rule) ? "rule" : "allowlisted", NULL, end);
+        c->x.allowed = false;
+        return;
+    }
+    conn_log_close_line(c, c->x.bytes_up, c->x.bytes_down, &c->x.t_allowed, end);
+    c->x.allowed = false;
+}
+
+void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct timespec *since, const char *end)
+{
     char buf[1024], ts[40];
     sl_json j;
     sl_json_begin(&j, buf, sizeof buf);
     json_common(&j, ts, "close", c);
-    sl_json_int(&j, "bytes_up", (long long)c->x.bytes_up);
-    sl_json_int(&j, "bytes_down", (long long)c->x.bytes_down);
-    sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_allowed));
+    sl_json_int(&j, "bytes_up", (long long)up);
+    sl_json_int(&j, "bytes_down", (long long)down);
+    sl_json_ms(&j, "duration_ms", conn_ms_since(since));
     sl_json_cstr(&j, "end", end);
-    sl_metrics_bytes(c->x.bytes_up, c->x.bytes_down);
+    if (c->x.end_detail)
+        sl_json_cstr(&j, "detail", c->x.end_detail);
+    sl_metrics_bytes(up, down);
     sl_log_line(buf, sl_json_open_len(&j));
-    c->x.allowed = false;
 }
 
 /* ---- closing: the reply first, then a linger, then the close ---- */
@@ -362,10 +456,13 @@ void conn_log_close(conn *c, const char *end)
 
 static void linger_if_flushed(conn *c)
 {
-    if (c->x.lingering || evbuffer_get_length(c->cli->out) > 0)
-        return;
+    if (c->x.lingering || !sl_stream_flushed(c->cli))
+        return;   /* a TLS stream's last records may still wait for the socket */
     c->x.lingering = true;
-    sl_stream_shutdown(c->cli);
+    if (c->x.abrupt)   /* a FIN and no close_notify: the end the client would have seen from the origin */
+        shutdown(sl_stream_fd(c->cli), SHUT_WR);
+    else
+        sl_stream_shutdown(c->cli);
     evbuffer_drain(c->cli->in, evbuffer_get_length(c->cli->in));
     if (c->cli->eof) {   /* the client has already closed its side: nothing to wait for */
         conn_close(c, c->x.finishing);
@@ -477,6 +574,11 @@ void conn_finish(conn *c, const char *end)
 
 bool conn_allow(conn *c)
 {
+    return conn_allow_as(c, c->x.rule && sl_entry_is_rule(c->x.rule) ? "rule" : "allowlisted");
+}
+
+bool conn_allow_as(conn *c, const char *reason)
+{
     char why[256];
     /* The log may have failed since the request was first checked (DNS and
      * connecting take time): a gate that cannot record makes no allow. */
@@ -484,7 +586,7 @@ bool conn_allow(conn *c)
         conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
         return false;
     }
-    conn_log_decision(c, true, "allowlisted", NULL);
+    conn_log_decision(c, true, reason, NULL);
     if (c->cli->error) {   /* the client went away while this was decided */
         conn_close(c, "client_error");
         return false;
@@ -502,6 +604,7 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
 
+    c->x.status = status;
     uint64_t ticket = conn_log_decision(c, false, reason, detail);
     sl_reply_refusal(c->cli->out, status, reason, detail);
     finish_after_log(c, "refused", ticket);
@@ -524,6 +627,8 @@ static void closing_on_client(conn *c, sl_stream_event ev)
     case SL_STREAM_ERROR:
         conn_close(c, c->x.finishing);
         return;
+    case SL_STREAM_READY:
+        return;   /* TLS streams only, handled before this state */
     }
 }
 
@@ -598,6 +703,8 @@ void conn_close(conn *c, const char *end)
         conn_log_decision(c, false, end, detail);
     }
     conn_log_close(c, end);
+    if (c->in)
+        inspect_log_close(c, end);
     if (c->state == CS_TUNNEL)
         sl_metrics_tunnel(-1);
     if (c->x.dns) {
@@ -632,6 +739,8 @@ static void conn_free(conn *c)
     if (c->timer)
         event_free(c->timer);
     free(c->up_name);
+    free(c->x.path);
+    inspect_free(c);
 
     worker *w = c->w;
     if (c->prev)
@@ -667,8 +776,12 @@ void conn_new_exchange(conn *c)
 {
     if (c->x.up_head)
         evbuffer_free(c->x.up_head);
+    free(c->x.path);
     memset(&c->x, 0, sizeof c->x);
-    new_id(c);
+    if (c->in)
+        inspect_fill_exchange(c);   /* requests in a tunnel carry its id */
+    else
+        new_id(c);
     c->scanned = 0;
 }
 
@@ -697,6 +810,8 @@ static void head_on_client(conn *c, sl_stream_event ev)
         if (c->w->draining && evbuffer_get_length(c->cli->in) == 0)
             conn_close(c, "shutdown");
         return;
+    case SL_STREAM_READY:
+        return;   /* TLS streams only, handled before this state */
     }
 }
 
@@ -705,9 +820,10 @@ void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg)
     conn *c = arg;
     conn_enter(c);
     bool from_client = s == c->cli;
-    if (!from_client && c->fx == FX_IDLE) {
+    if (!from_client && c->fx == FX_IDLE && ev != SL_STREAM_DRAINED) {
         /* An idle origin must not talk: whatever it sends (or its close)
-         * belongs to no request. */
+         * belongs to no request. (Its last bytes, a TLS handshake's,
+         * leaving late is no talk.) */
         exchange_drop_origin(c);
         goto out;
     }
@@ -729,6 +845,9 @@ void conn_on_stream(sl_stream *s, sl_stream_event ev, void *arg)
             tunnel_on_client(c, ev);
         else if (ev == SL_STREAM_ERROR)
             conn_close(c, "origin_error");
+        break;
+    case CS_TLS:
+        inspect_on_stream(c, from_client, ev);
         break;
     case CS_FORWARD:
         exchange_on_stream(c, from_client, ev);

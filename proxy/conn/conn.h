@@ -29,6 +29,26 @@
 
 struct event;
 struct sl_connector;
+struct sl_credential;
+
+/* An inspected tunnel: what lasts across the requests inside it (each is
+ * an exchange of its own, in conn.x). inspect.c. */
+typedef struct inspect {
+    char id[17];                  /* the tunnel's id: every request line carries it */
+    sl_host host;
+    int port;
+    sl_addr addrs[SL_DNS_MAX_ADDRS];   /* vetted for the CONNECT; requests reconnect to these only */
+    size_t naddrs;
+    const sl_entry *rule;         /* the first rule covering the host */
+    char sni[256];                /* the ClientHello's name, for the CONNECT's decision line (logged later) */
+    int n;                        /* requests read so far */
+    enum { IN_UPSTREAM, IN_CLIENT, IN_REQUESTS } phase;   /* whose handshake CS_TLS waits for */
+    bool client_ready;            /* the client's handshake is done */
+    bool allowed;                 /* the CONNECT's allow line is logged: a close line follows */
+    struct timespec t_allowed;
+    uint64_t bytes_up, bytes_down;   /* all requests' so far */
+    char upstream_failure[200];   /* the origin's TLS failed: each request gets 502 */
+} inspect;
 
 #define CONN_MAGIC 0x5c0ca11eu
 
@@ -47,6 +67,8 @@ typedef enum conn_state {
     CS_CONNECTING,   /* connecting to the vetted addresses */
     CS_SNI,          /* tunnel to 443: 200 sent, waiting for the ClientHello */
     CS_TUNNEL,       /* relaying bytes both ways (relay.c) */
+    CS_TLS,          /* an inspected tunnel's TLS handshakes (inspect.c): the origin's,
+                        then the client's; or a new origin connection's, for a request */
     CS_FORWARD,      /* plain HTTP: an exchange (sub-state in x.fx) */
     CS_CLOSING,      /* what is queued (a refusal, sluice's own error reply, the
                         last response) is written, then a linger, then the close */
@@ -108,7 +130,17 @@ typedef struct exchange {
     bool client_http10;
     bool resp_close;              /* the origin won't keep the connection */
     const char *finishing;        /* CS_CLOSING: the end the connection closes with */
+
+    /* request rules (plain HTTP to an inspected host, requests in a tunnel) */
+    bool inspected;               /* CONNECT to an inspected host: TLS on both sides */
+    char *path;                   /* the target's path without its query (malloc'd), for the log */
+    const struct sl_credential *cred;   /* set on the request sent upstream (TLS only) */
+    const char *suggest;          /* a refusal's line that would allow it, while it is logged */
+    int status;                   /* the final response's status (or sluice's own) */
+    const char *end_detail;       /* why it ended, for the close line (a TLS failure) */
     bool lingering;               /* CS_CLOSING: the reply is out; discarding input */
+    bool abrupt;                  /* the body ended at an origin's close without a TLS close_notify:
+                                     the client's connection ends without one too */
 } exchange;
 
 typedef struct conn {
@@ -131,6 +163,7 @@ typedef struct conn {
     bool cli_eof_first;           /* which side ended a tunnel first */
     bool cli_eof, up_eof;         /* CS_TUNNEL: the relay's record of the ends */
     struct relay *rl;             /* CS_TUNNEL */
+    inspect *in;                  /* an inspected tunnel (NULL for any other connection) */
     struct timespec last_active;
     int timer_ms;                 /* what the timer was armed for */
     uint64_t idle_written;        /* CS_FORWARD: bytes written both ways at the timer's last look */
@@ -174,6 +207,8 @@ void conn_kick(conn *c);
 /* Decision log lines. A decision line returns its log ticket. */
 uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail);
 void conn_log_close(conn *c, const char *end);
+/* A close line with these totals (an inspected tunnel's, over its requests). */
+void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct timespec *since, const char *end);
 
 /* End the connection gracefully: log the close line of an allowed
  * exchange with `end`, close the origin side at once, write what is queued
@@ -185,8 +220,11 @@ void conn_finish(conn *c, const char *end);
 void conn_new_exchange(conn *c);
 
 /* The allow decision, logged; false when the log has failed meanwhile (the
- * request is then refused with 503 log_unavailable). */
+ * request is then refused with 503 log_unavailable). The reason is "rule"
+ * when a request rule allowed it, "allowlisted" otherwise; conn_allow_as
+ * names it. */
 bool conn_allow(conn *c);
+bool conn_allow_as(conn *c, const char *reason);
 
 /* Refuse the exchange: log, reply with status and reason, finish. The
  * reply goes out once its log line is written, or at once while the log is
@@ -198,6 +236,7 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
 void conn_on_head(conn *c);                  /* request.c: a head may be complete */
 void conn_decide(conn *c);                   /* decide.c: allowlist, DNS, classify, connect */
 void conn_cancel_connect(conn *c);           /* decide.c: stop connecting attempts */
+void conn_connect(conn *c);                  /* decide.c: connect to x.addrs (CS_CONNECTING) */
 void tunnel_start(conn *c);                  /* tunnel.c */
 void tunnel_on_client(conn *c, sl_stream_event ev);   /* tunnel.c: CS_SNI */
 void exchange_start(conn *c);                /* exchange.c: CS_FORWARD on c->up */
@@ -206,6 +245,17 @@ void exchange_on_timeout(conn *c);           /* exchange.c: idle_ms passed */
 bool exchange_can_reuse(conn *c);            /* exchange.c: is the idle origin good for x? */
 void exchange_drop_origin(conn *c);          /* exchange.c: close the origin connection */
 void exchange_interest(conn *c, bool *cli, bool *up);   /* exchange.c: what CS_FORWARD reads */
+void exchange_keep_origin(conn *c);          /* exchange.c: c->up is idle, for the next request */
+bool request_rules(conn *c);                 /* request.c: path check and rule match; false: refused */
+void request_seal_head(conn *c);             /* request.c: the credential, then the head's end */
+void inspect_begin(conn *c);                 /* inspect.c: CS_SNI passed for an inspected CONNECT */
+void inspect_on_stream(conn *c, bool from_client, sl_stream_event ev);   /* inspect.c: CS_TLS */
+void inspect_on_timeout(conn *c);            /* inspect.c: a handshake took too long */
+void inspect_decide(conn *c);                /* inspect.c: a request inside the tunnel */
+void inspect_connected(conn *c);             /* inspect.c: a new origin connection for it */
+void inspect_fill_exchange(conn *c);         /* inspect.c: the tunnel's id, host, addresses into x */
+void inspect_log_close(conn *c, const char *end);   /* inspect.c: the tunnel's close line */
+void inspect_free(conn *c);
 
 /* The log wrote more (or started or stopped failing): send the replies of
  * this worker's refusals whose lines are now written (all of them while it

@@ -101,6 +101,11 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
         exchange_start(c);
         return;
     }
+    conn_connect(c);
+}
+
+void conn_connect(conn *c)
+{
     exchange_drop_origin(c);
     conn_set_state(c, CS_CONNECTING);
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_connect);
@@ -143,6 +148,10 @@ void conn_decide(conn *c)
     const sl_entry *rule = NULL;
     char line[300];
 
+    if (c->in) {
+        inspect_decide(c);   /* a request inside an inspected tunnel */
+        return;
+    }
     /* A keep-alive client's next request is a new decision: with the log
      * failing it is refused like a new client. */
     if (sl_log_failing(line, sizeof line)) {
@@ -154,6 +163,17 @@ void conn_decide(conn *c)
 
     sl_match_result m = sl_allowlist_match(p->allow, &c->x.host, c->x.port, c->x.is_connect,
                                            &p->connect_ports, &p->http_ports, &rule);
+    if (m == SL_MATCH_INSPECTED) {
+        /* Request rules cover the host: a CONNECT is inspected; a plain
+         * request is matched by method and path now. */
+        c->x.rule = rule;
+        if (c->x.is_connect)
+            c->x.inspected = true;
+        else if (!request_rules(c))
+            return;
+        m = SL_MATCH_ALLOWED;
+        rule = c->x.rule;
+    }
     if (m == SL_MATCH_NO_ENTRY) {
         suggest(c, line, sizeof line);
         conn_refuse(c, 403, "not_allowlisted",
@@ -166,6 +186,10 @@ void conn_decide(conn *c)
         conn_refuse(c, 403, "port_not_allowed",
                     "%s is on the allowlist, but not port %d for %s. To allow it, add this line:\n\n    %s\n",
                     c->x.host.name, c->x.port, c->x.is_connect ? "CONNECT" : "plain HTTP", line);
+        return;
+    }
+    if (m != SL_MATCH_ALLOWED) {   /* nothing else may come here: fail closed */
+        conn_refuse(c, 403, "not_allowlisted", "%s is not allowed.", c->x.host.name);
         return;
     }
     c->x.rule = rule;
@@ -208,6 +232,10 @@ static void connected(conn *c, int fd, const sl_addr *addr)
     }
     if (c->x.is_connect) {
         tunnel_start(c);
+        return;
+    }
+    if (c->in) {
+        inspect_connected(c);   /* a new origin connection inside a tunnel: TLS first */
         return;
     }
     /* Only the name is kept (not a whole sl_host): every connection,

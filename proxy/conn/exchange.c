@@ -43,7 +43,7 @@ static bool fx_legal(fx_state from, fx_state to)
     case FX_AWAIT:    return from == FX_REQUEST;
     case FX_RESPONSE: return from == FX_REQUEST || from == FX_AWAIT;
     case FX_FLUSH:    return from == FX_RESPONSE;
-    case FX_IDLE:     return from == FX_FLUSH;
+    case FX_IDLE:     return from == FX_FLUSH || from == FX_NONE;   /* NONE: a new inspected origin */
     }
     return false;
 }
@@ -69,6 +69,17 @@ void exchange_drop_origin(conn *c)
     }
     if (c->fx != FX_FLUSH)
         c->fx = FX_NONE;
+}
+
+/* An origin connection made (and its TLS done) before its first request:
+ * kept like one between exchanges, so that it must stay silent too. */
+void exchange_keep_origin(conn *c)
+{
+    free(c->up_name);
+    c->up_name = strdup(c->x.host.name);   /* NULL (out of memory) only means no reuse */
+    c->up_port = c->x.port;
+    c->up_addr = c->x.addr;
+    exchange_set(c, FX_IDLE);
 }
 
 bool exchange_can_reuse(conn *c)
@@ -183,6 +194,13 @@ static bool pump_body(conn *c, body *b, bool from_client, const char **err)
             long k = feed_chunked(&b->chunked, src->in, avail < 65536 ? avail : 65536, err);
             if (k < 0)
                 return false;
+            if (from_client && c->x.cred && b->chunked.trailer_field) {
+                /* A trailer could carry the credential's header beside the
+                 * gate's (an origin may merge trailers into the head): not
+                 * one byte of it is passed on; the origin gets a cut body. */
+                *err = "a trailer field in a request that carries a credential";
+                return false;
+            }
             move(c, from_client, (size_t)k);
             b->done = b->chunked.done;
             if (k == 0 && !b->done)
@@ -234,6 +252,7 @@ static void exchange_fail(conn *c, int status, const char *end, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
+    c->x.status = status;
     sl_reply_error(c->cli->out, status, detail);
     conn_finish(c, end);
 }
@@ -245,7 +264,7 @@ static void flush_done(conn *c)
     bool kept = c->up != NULL;
     if (c->x.client_close || c->w->draining || c->cli->error ||
         (c->cli->eof && in_len(c->cli) == 0)) {
-        conn_finish(c, "done");   /* the close line is written already */
+        conn_finish(c, c->x.abrupt ? "origin_eof" : "done");   /* the request's line is written already */
         return;
     }
     conn_new_exchange(c);
@@ -258,7 +277,7 @@ static void flush_done(conn *c)
 
 static void exchange_complete(conn *c)
 {
-    conn_log_close(c, "done");
+    conn_log_close(c, c->x.abrupt ? "origin_eof" : "done");
     bool reuse = c->up && !c->x.resp_close && c->x.resp.kind != BODY_UNTIL_CLOSE && c->x.req.done &&
                  !c->x.req_abandoned && !c->up->eof && !c->up->error && in_len(c->up) == 0 &&
                  out_len(c->up) == 0 && !c->x.client_close;
@@ -266,7 +285,7 @@ static void exchange_complete(conn *c)
     if (!reuse)
         exchange_drop_origin(c);   /* bytes after the response (a second one, a body on a 204) go with it */
     sl_stream_flush(c->cli);
-    if (out_len(c->cli) == 0)
+    if (sl_stream_flushed(c->cli))   /* for TLS, encrypted is not yet sent: its DRAINED says when */
         flush_done(c);
 }
 
@@ -366,6 +385,7 @@ static bool pump_heads(conn *c)
             c->x.client_close = true;
         }
         c->x.final_head = true;
+        c->x.status = h.status;
         c->x.final_at = c->cli->written + out_len(c->cli);
         write_response_head(c, p, &h, true);
         evbuffer_drain(in, h.head_len);
@@ -396,6 +416,10 @@ static void pump_response(conn *c)
             return;
         }
         c->x.resp.done = true;
+        /* Over TLS only a close_notify makes this close the body's end;
+         * without one it may be a cut (the stream says so in failure),
+         * and the client must not be told otherwise. */
+        c->x.abrupt = c->up->failure[0] != '\0';
     }
     if (c->x.resp.done)
         exchange_complete(c);
@@ -426,6 +450,7 @@ void exchange_start(conn *c)
     exchange_set(c, FX_REQUEST);
     if (!conn_allow(c))
         return;
+    request_seal_head(c);
     c->x.bytes_up += evbuffer_get_length(c->x.up_head);
     evbuffer_add_buffer(c->up->out, c->x.up_head);
     evbuffer_free(c->x.up_head);
@@ -454,7 +479,7 @@ void exchange_on_stream(conn *c, bool from_client, sl_stream_event ev)
             exchange_drop_origin(c);   /* it spoke after its response: not reusable */
             return;
         }
-        if (ev == SL_STREAM_DRAINED && out_len(c->cli) == 0) {
+        if (ev == SL_STREAM_DRAINED && sl_stream_flushed(c->cli)) {
             conn_touch(c);
             flush_done(c);
         }

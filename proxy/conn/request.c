@@ -2,10 +2,12 @@
  * the target host and port, and for plain HTTP the head to send upstream. */
 #include <event2/buffer.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "conn.h"
+#include "credentials.h"
 
 static void copy_method(conn *c, const sl_http_head *h)
 {
@@ -19,6 +21,14 @@ static void copy_method(conn *c, const sl_http_head *h)
  * JSON writer escapes it. */
 static void record_raw_target(conn *c, sl_span t)
 {
+    if (c->in) {
+        /* Inside a tunnel the host is the tunnel's: the target goes in path. */
+        const char *q = memchr(t.p, '?', t.len);
+        size_t n = q ? (size_t)(q - t.p) : t.len;   /* request lines carry no query */
+        free(c->x.path);
+        c->x.path = strndup(t.p, n < 1024 ? n : 1024);
+        return;
+    }
     size_t n = t.len < SL_HOST_MAX ? t.len : SL_HOST_MAX;
     memcpy(c->x.host.name, t.p, n);
     c->x.host.name[n] = '\0';
@@ -33,13 +43,19 @@ static bool same_authority(const sl_host *a, int aport, const sl_host *b, int bp
 /* The head sent upstream: origin-form request line, Host from the URL, the
  * end-to-end headers as the client sent them. Hop-by-hop headers (and any
  * the client's Connection names), Proxy-Authorization and Host are dropped;
- * no Via or X-Forwarded-For is added, so nothing about the sandbox leaks. */
-static bool build_upstream_head(conn *c, const sl_http_head *h, sl_span path)
+ * no Via or X-Forwarded-For is added, so nothing about the sandbox leaks.
+ * A header that a credential sets for this host is the gate's: the
+ * client's value is dropped (request_seal_head adds the gate's). The head
+ * is left open: request_seal_head ends it once the request is allowed. */
+static bool build_upstream_head(conn *c, const sl_http_head *h, sl_span path, int default_port)
 {
     char auth[SL_HOST_MAX + 3];
     struct evbuffer *b = evbuffer_new();
     if (!b)
         return false;
+    const sl_policy *p = c->pol;
+    const sl_credential *cred = p->ncredentials ? sl_policy_credential(p, &c->x.host, c->x.port, c->in != NULL)
+                                                : NULL;
     sl_host_authority(&c->x.host, auth, sizeof auth);
     evbuffer_add(b, h->method_text.p, h->method_text.len);
     evbuffer_add(b, " ", 1);
@@ -47,13 +63,13 @@ static bool build_upstream_head(conn *c, const sl_http_head *h, sl_span path)
         evbuffer_add(b, "/", 1);
     evbuffer_add(b, path.p, path.len);
     evbuffer_add_printf(b, " HTTP/1.%d\r\n", h->version_minor);
-    if (c->x.port == 80)
+    if (c->x.port == default_port)
         evbuffer_add_printf(b, "Host: %s\r\n", auth);
     else
         evbuffer_add_printf(b, "Host: %s:%d\r\n", auth, c->x.port);
     for (size_t i = 0; i < h->nheaders; i++) {
         const sl_http_header *hd = &h->headers[i];
-        if (hd->hop_by_hop || sl_http_header_is(hd, "host"))
+        if (hd->hop_by_hop || sl_http_header_is(hd, "host") || (cred && sl_http_header_is(hd, cred->header)))
             continue;
         evbuffer_add(b, hd->name.p, hd->name.len);
         evbuffer_add(b, ": ", 2);
@@ -63,9 +79,134 @@ static bool build_upstream_head(conn *c, const sl_http_head *h, sl_span path)
     /* An HTTP/1.0 client that asked for keep-alive gets it upstream too. */
     if (h->version_minor == 0 && !h->conn_close)
         evbuffer_add_printf(b, "Connection: keep-alive\r\n");
-    evbuffer_add(b, "\r\n", 2);
     c->x.up_head = b;
     return true;
+}
+
+void request_seal_head(conn *c)
+{
+    if (c->x.cred)
+        evbuffer_add_printf(c->x.up_head, "%s: %s\r\n", c->x.cred->header, c->x.cred->value);
+    evbuffer_add(c->x.up_head, "\r\n", 2);
+}
+
+/* The path the rules see: the request line's target as sent upstream (the
+ * head's first line), up to its query. */
+static bool upstream_path(conn *c, const char **path, size_t *len)
+{
+    struct evbuffer_ptr eol = evbuffer_search_eol(c->x.up_head, NULL, NULL, EVBUFFER_EOL_CRLF);
+    if (eol.pos < 0)
+        return false;
+    const char *line = (const char *)evbuffer_pullup(c->x.up_head, eol.pos);
+    const char *sp = line ? memchr(line, ' ', (size_t)eol.pos) : NULL;
+    if (!sp)
+        return false;
+    const char *t = sp + 1, *end = line + eol.pos;
+    const char *tend = memchr(t, ' ', (size_t)(end - t));
+    if (!tend)
+        return false;
+    const char *q = memchr(t, '?', (size_t)(tend - t));
+    *path = t;
+    *len = (size_t)((q ? q : tend) - t);
+    return true;
+}
+
+bool request_rules(conn *c)
+{
+    const sl_policy *p = c->pol;
+    const char *path;
+    size_t len;
+    if (!upstream_path(c, &path, &len)) {
+        conn_close(c, "out_of_memory");
+        return false;
+    }
+    c->x.path = strndup(path, len);
+    if (!c->x.path) {
+        conn_close(c, "out_of_memory");
+        return false;
+    }
+    c->x.rule = NULL;   /* a refusal here names no rule: none allowed it */
+    const char *why = sl_path_ambiguous(path, len);
+    if (why) {
+        conn_refuse(c, 400, "bad_request",
+                    "The request path is ambiguous (%s): origins read such paths in different ways, so "
+                    "sluice matches no rule against it.", why);
+        return false;
+    }
+    const sl_entry *rule = NULL;
+    bool tls = c->in != NULL;
+    sl_match_result m = sl_allowlist_match_request(p->allow, &c->x.host, c->x.port, tls, &p->connect_ports,
+                                                   &p->http_ports, c->x.method_text, path, len, &rule);
+    if (m != SL_MATCH_ALLOWED) {
+        char line[1400];
+        if (!sl_allowlist_suggest_rule(&c->x.host, c->x.port, tls, &p->connect_ports, &p->http_ports,
+                                       c->x.method_text, path, len, line, sizeof line))
+            line[0] = '\0';
+        c->x.suggest = line;
+        conn_refuse(c, 403, "rule_not_matched",
+                    "%s %s on %s is not allowed: %s is inspected, and no request rule matches. To allow it, "
+                    "add this line to an allowlist file:\n\n    %s\n",
+                    c->x.method_text, c->x.path, c->x.host.name, c->x.host.name, line);
+        c->x.suggest = NULL;
+        return false;
+    }
+    c->x.rule = rule;
+    /* A secret goes only into TLS the gate verified, never in the clear,
+     * and never in a TRACE, whose response is the request itself (RFC 9110
+     * 9.3.8): the client's own value of the header is dropped all the same. */
+    if (tls && p->ncredentials && c->x.method != SL_METHOD_TRACE)
+        c->x.cred = sl_policy_credential(p, &c->x.host, c->x.port, true);
+    return true;
+}
+
+/* The request's body framing, from its head. */
+static void set_request_body(conn *c, const sl_http_head *h)
+{
+    c->x.client_http10 = h->version_minor == 0;
+    c->x.client_close = h->conn_close;
+    if (h->chunked) {
+        c->x.req.kind = BODY_CHUNKED;
+        sl_chunked_init(&c->x.req.chunked);
+    } else if (h->content_length > 0) {
+        c->x.req.kind = BODY_LENGTH;
+        c->x.req.remaining = (uint64_t)h->content_length;
+    } else {
+        c->x.req.kind = BODY_NONE;
+        c->x.req.done = true;
+    }
+}
+
+/* A request inside an inspected tunnel: origin-form, for the tunnel's host. */
+static void start_tunnel_request(conn *c, const sl_http_head *h)
+{
+    const char *err;
+    if (h->method == SL_METHOD_CONNECT) {
+        conn_refuse(c, 400, "bad_request", "CONNECT inside a tunnel is not allowed.");
+        return;
+    }
+    if (h->target.len == 0 || h->target.p[0] != '/') {
+        conn_refuse(c, 400, "bad_request", "Inside a tunnel a request names a path (origin-form).");
+        return;
+    }
+    if (!h->host.p) {
+        conn_refuse(c, 400, "bad_request", "The request has no Host header.");
+        return;
+    }
+    sl_host hh;
+    int hport;
+    if (!sl_authority_parse(h->host.p, h->host.len, false, &hh, &hport, &err) ||
+        !same_authority(&hh, hport < 0 ? c->in->port : hport, &c->x.host, c->x.port) ||
+        (hport < 0 && c->x.port != 443)) {
+        conn_refuse(c, 400, "bad_request", "The Host header does not name the tunnel's host.");
+        return;
+    }
+    set_request_body(c, h);
+    if (!build_upstream_head(c, h, h->target, 443)) {
+        conn_close(c, "out_of_memory");
+        return;
+    }
+    evbuffer_drain(c->cli->in, h->head_len);
+    conn_decide(c);
 }
 
 static void start_plain_http(conn *c, const sl_http_head *h)
@@ -106,19 +247,8 @@ static void start_plain_http(conn *c, const sl_http_head *h)
         return;
     }
 
-    c->x.client_http10 = h->version_minor == 0;
-    c->x.client_close = h->conn_close;
-    if (h->chunked) {
-        c->x.req.kind = BODY_CHUNKED;
-        sl_chunked_init(&c->x.req.chunked);
-    } else if (h->content_length > 0) {
-        c->x.req.kind = BODY_LENGTH;
-        c->x.req.remaining = (uint64_t)h->content_length;
-    } else {
-        c->x.req.kind = BODY_NONE;
-        c->x.req.done = true;
-    }
-    if (!build_upstream_head(c, h, path)) {
+    set_request_body(c, h);
+    if (!build_upstream_head(c, h, path, 80)) {
         conn_close(c, "out_of_memory");
         return;
     }
@@ -159,6 +289,8 @@ void conn_on_head(conn *c)
     c->scanned = 0;
     clock_gettime(CLOCK_MONOTONIC, &c->x.t_start);
     c->nexchanges++;
+    if (c->in)
+        c->in->n++;
     c->x.head_parsed = true;
     if (st != SL_HTTP_OK) {
         if (h.method_text.p)
@@ -171,6 +303,10 @@ void conn_on_head(conn *c)
     }
     copy_method(c, &h);
     c->x.method = h.method;
+    if (c->in) {
+        start_tunnel_request(c, &h);
+        return;
+    }
     if (h.method == SL_METHOD_CONNECT) {
         const char *err;
         c->x.is_connect = true;

@@ -245,6 +245,7 @@ sl_stream *sl_stream_socket(struct event_base *base, int fd, size_t in_max, sl_s
     k->s.cb = cb;
     k->s.arg = arg;
     k->base = base;
+    k->s.base = base;
     k->fd = fd;
     k->s.in = evbuffer_new();
     k->s.out = evbuffer_new();

@@ -78,6 +78,10 @@ static void check_sni(conn *c)
         conn_finish(c, "refused");
         return;
     }
+    if (c->x.inspected) {
+        inspect_begin(c);   /* TLS with the origin, then with the client; keeps the SNI for its line */
+        return;
+    }
     /* The 200 is out already: a log that fails now can only cut the
      * tunnel (conn_allow refuses), and nothing reaches the origin. */
     bool allowed = conn_allow(c);   /* its line names the SNI */
@@ -88,7 +92,9 @@ static void check_sni(conn *c)
 
 void tunnel_start(conn *c)
 {
-    if (c->pol->sni_check && c->x.port == 443) {
+    /* An inspected tunnel reads the ClientHello in any case: its name
+     * must be the CONNECT host, and TLS is terminated here. */
+    if ((c->pol->sni_check && c->x.port == 443) || c->x.inspected) {
         conn_set_state(c, CS_SNI);
         sl_reply_connect_ok(c->cli->out);
         sl_stream_flush(c->cli);
@@ -129,5 +135,7 @@ void tunnel_on_client(conn *c, sl_stream_event ev)
         return;
     case SL_STREAM_DRAINED:
         return;   /* the 200 went out */
+    case SL_STREAM_READY:
+        return;   /* TLS streams only: never the client's socket here */
     }
 }

@@ -1,9 +1,12 @@
 /* Loading the policy from defaults, the INI file and the command line. */
 #include "config.h"
 
+#include "credentials.h"
 #include "lockfile.h"
+#include "tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -30,6 +33,7 @@ static void set_defaults(sl_policy *p)
     p->header_ms = 10000;
     p->connect_ms = 10000;
     p->idle_ms = 300000;
+    p->tls_leaf_days = 7;
 }
 #define DEFAULT_LISTEN "127.0.0.1:3128"
 #define DEFAULT_LOG "-"
@@ -49,7 +53,8 @@ typedef struct loader {
     const char *text;       /* file contents */
     size_t pos, size;
     int line;               /* line the reader last returned */
-    bool seen[32];          /* non-repeatable keys seen */
+    bool seen[64];          /* non-repeatable keys seen */
+    int ca_cert_line, ca_key_line, upstream_ca_line, cred_file_line;   /* for the checks at the end */
     bool listen_from_config, dns_from_config;
     int ttl_line;
     int admin_line;           /* line of min_ttl_s or max_ttl_s, for the range check */
@@ -338,6 +343,8 @@ enum key_id {
     K_DNS_SERVER, K_DNS_TIMEOUT, K_MIN_TTL, K_MAX_TTL,
     K_HEADER_MS, K_CONNECT_MS, K_IDLE_MS,
     K_LOG_PATH, K_ADMIN_LISTEN,
+    K_TLS_CA_CERT, K_TLS_CA_KEY, K_TLS_UPSTREAM_CA, K_TLS_LEAF_DAYS,
+    K_CRED_FILE, K_CRED_SECRET_DIR,
 };
 
 static const struct key {
@@ -367,8 +374,15 @@ static const struct key {
     { "timeouts", "idle_ms", K_IDLE_MS, false },
     { "log", "path", K_LOG_PATH, false },
     { "admin", "listen", K_ADMIN_LISTEN, false },
+    { "tls", "ca_cert", K_TLS_CA_CERT, false },
+    { "tls", "ca_key", K_TLS_CA_KEY, false },
+    { "tls", "upstream_ca", K_TLS_UPSTREAM_CA, false },
+    { "tls", "leaf_days", K_TLS_LEAF_DAYS, false },
+    { "credentials", "file", K_CRED_FILE, false },
+    { "credentials", "secret_dir", K_CRED_SECRET_DIR, false },
 };
-static const char *const sections[] = { "proxy", "policy", "dns", "timeouts", "log", "admin" };
+static const char *const sections[] = { "proxy", "policy", "dns", "timeouts", "log", "admin", "tls",
+                                        "credentials" };
 
 static bool known_section(const char *s, size_t len)
 {
@@ -502,6 +516,35 @@ static int on_key(void *user, const char *section, const char *name, const char 
         }
         free(p->log_path);
         p->log_path = strcmp(value, "-") ? resolve_path(l, value) : xstrdup("-");
+        break;
+    case K_TLS_CA_CERT:
+    case K_TLS_CA_KEY:
+    case K_TLS_UPSTREAM_CA:
+    case K_CRED_FILE:
+    case K_CRED_SECRET_DIR: {
+        char **slot = k->id == K_TLS_CA_CERT       ? &p->tls_ca_cert
+                      : k->id == K_TLS_CA_KEY      ? &p->tls_ca_key
+                      : k->id == K_TLS_UPSTREAM_CA ? &p->tls_upstream_ca
+                      : k->id == K_CRED_FILE       ? &p->credentials_file
+                                                   : &p->secret_dir;
+        if (value[0] == '\0') {
+            report(l, l->file, l->line, "%s: empty path", name);
+            break;
+        }
+        free(*slot);
+        *slot = resolve_path(l, value);
+        if (k->id == K_TLS_CA_CERT)
+            l->ca_cert_line = l->line;
+        else if (k->id == K_TLS_CA_KEY)
+            l->ca_key_line = l->line;
+        else if (k->id == K_TLS_UPSTREAM_CA)
+            l->upstream_ca_line = l->line;
+        else if (k->id == K_CRED_FILE)
+            l->cred_file_line = l->line;
+        break;
+    }
+    case K_TLS_LEAF_DAYS:
+        set_ms(l, name, value, 1, 825, &p->tls_leaf_days);
         break;
     case K_ADMIN_LISTEN:
         if (value[0] != '\0') {
@@ -656,6 +699,82 @@ static void dns_from_resolv_conf(loader *l)
     l->p->dns_from_resolv_conf = true;
 }
 
+/* A file named by [tls]: it opens and is a regular file; with private,
+ * it is not open to group or others either (the CA's key). Checked on the
+ * descriptor, as it would be read. */
+static void check_tls_file(loader *l, const char *cfg, int line, const char *key, const char *path,
+                           bool private)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) {
+        report(l, cfg, line, "%s %s: cannot read: %s", key, path, strerror(errno));
+        return;
+    }
+    if (fstat(fd, &st) != 0)
+        report(l, cfg, line, "%s %s: cannot stat: %s", key, path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        report(l, cfg, line, "%s %s: not a regular file", key, path);
+    else if (private && (st.st_mode & (S_IRWXG | S_IRWXO)))
+        report(l, cfg, line, "%s %s is open to group or others (mode %04o); chmod 600 it", key, path,
+               (unsigned)(st.st_mode & 07777));
+    close(fd);
+}
+
+/* After every allowlist: request rules need the CA; [tls] files must be
+ * usable; credentials are read (their hosts must be inspected). */
+static void check_inspection(loader *l, const char *config)
+{
+    sl_policy *p = l->p;
+    const char *cfg = config ? config : "config";
+    const sl_entry *first = NULL;
+    for (size_t i = 0; i < sl_allowlist_count(p->allow) && !first; i++)
+        if (sl_entry_is_rule(sl_allowlist_entry(p->allow, i)))
+            first = sl_allowlist_entry(p->allow, i);
+    p->inspects = first != NULL;
+
+    if (p->tls_ca_cert && !p->tls_ca_key)
+        report(l, cfg, l->ca_cert_line, "ca_cert without ca_key: the inspection CA needs both");
+    if (p->tls_ca_key && !p->tls_ca_cert)
+        report(l, cfg, l->ca_key_line, "ca_key without ca_cert: the inspection CA needs both");
+    if (first && !(p->tls_ca_cert && p->tls_ca_key))
+        report(l, first->file, first->line,
+               "request rules need the inspection CA: set [tls] ca_cert and ca_key (sluice ca init DIR "
+               "writes them)");
+    if (p->tls_ca_cert)
+        check_tls_file(l, cfg, l->ca_cert_line, "ca_cert", p->tls_ca_cert, false);
+    if (p->tls_ca_key)
+        check_tls_file(l, cfg, l->ca_key_line, "ca_key", p->tls_ca_key, true);
+    /* The system bundle is needed only when something is inspected (the
+     * gate image has none). */
+    if (first)
+        check_tls_file(l, l->upstream_ca_line ? cfg : first->file,
+                       l->upstream_ca_line ? l->upstream_ca_line : first->line, "upstream_ca",
+                       p->tls_upstream_ca, false);
+
+    /* The CA and the upstream bundle, loaded once per policy (so a reload
+     * reads them again): a connection keeps the policy, and with it the
+     * leaves its session uses, until it ends. */
+    if (first && l->errors == 0) {
+        char err[512];
+        p->tls_server = sl_tls_server_new(p->tls_ca_cert, p->tls_ca_key, p->tls_leaf_days, SL_LEAF_CACHE_MAX,
+                                          err, sizeof err);
+        if (!p->tls_server)
+            report(l, cfg, l->ca_key_line ? l->ca_key_line : l->ca_cert_line, "[tls]: %s", err);
+        p->tls_client = sl_tls_client_new(p->tls_upstream_ca, err, sizeof err);
+        if (!p->tls_client)
+            report(l, l->upstream_ca_line ? cfg : first->file,
+                   l->upstream_ca_line ? l->upstream_ca_line : first->line, "upstream_ca: %s", err);
+    }
+
+    if (p->credentials_file) {
+        if (!p->secret_dir)
+            report(l, cfg, l->cred_file_line, "[credentials] file needs secret_dir (where the secrets are)");
+        else
+            sl_credentials_load(p, p->credentials_file, p->secret_dir, report_cb, l);
+    }
+}
+
 static int cpu_count(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -672,6 +791,7 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
     set_defaults(p);
     p->allow = sl_allowlist_new();
     p->log_path = xstrdup(DEFAULT_LOG);
+    p->tls_upstream_ca = xstrdup(SL_DEFAULT_UPSTREAM_CA);
     loader l = { .p = p, .report = rep, .ctx = ctx };
 
     if (opt->config) {
@@ -736,6 +856,8 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
                            p->admin_listen);
     }
 
+    check_inspection(&l, opt->config);
+
     if (l.errors) {
         sl_policy_unref(p);
         return NULL;
@@ -763,6 +885,14 @@ void sl_policy_unref(sl_policy *p)
     free(p->config_path);
     free(p->log_path);
     free(p->admin_listen);
+    free(p->tls_ca_cert);
+    free(p->tls_ca_key);
+    free(p->tls_upstream_ca);
+    sl_tls_server_free(p->tls_server);
+    sl_tls_client_free(p->tls_client);
+    free(p->credentials_file);
+    free(p->secret_dir);
+    sl_credentials_free(p);
     free(p);
 }
 
@@ -772,6 +902,74 @@ static void print_ports(FILE *out, const char *name, const sl_ports *ports)
     for (size_t i = 0; i < ports->n; i++)
         fprintf(out, "%s%u", i ? ", " : " ", ports->v[i]);
     fputc('\n', out);
+}
+
+/* Request rules grouped under their host form (host and port), groups in
+ * the order of their first rule, rules in insertion order within one:
+ * that is the order they are tried for a host that only one form covers. */
+typedef struct rule_ref {
+    const sl_entry *e;
+    size_t idx, group;       /* group: the index of its group's first rule */
+} rule_ref;
+
+static int cmp_host_form(const sl_entry *a, const sl_entry *b)
+{
+    int c = strcmp(a->host.name, b->host.name);
+    if (c)
+        return c;
+    if (a->kind != b->kind)
+        return (int)a->kind - (int)b->kind;
+    if (a->port != b->port)
+        return a->port - b->port;
+    return (int)a->host.kind - (int)b->host.kind;
+}
+
+static int cmp_by_form(const void *va, const void *vb)
+{
+    const rule_ref *a = va, *b = vb;
+    int c = cmp_host_form(a->e, b->e);
+    return c ? c : a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static int cmp_by_group(const void *va, const void *vb)
+{
+    const rule_ref *a = va, *b = vb;
+    if (a->group != b->group)
+        return a->group < b->group ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static void print_rules(const sl_allowlist *al, size_t nrules, FILE *out)
+{
+    rule_ref *r = xrealloc(NULL, nrules * sizeof *r);
+    size_t k = 0;
+    for (size_t i = 0; i < sl_allowlist_count(al); i++)
+        if (sl_entry_is_rule(sl_allowlist_entry(al, i)))
+            r[k++] = (rule_ref){ sl_allowlist_entry(al, i), i, 0 };
+    qsort(r, k, sizeof *r, cmp_by_form);
+    size_t ngroups = 0;
+    for (size_t i = 0; i < k; i++) {
+        bool first = i == 0 || cmp_host_form(r[i - 1].e, r[i].e) != 0;
+        r[i].group = first ? r[i].idx : r[i - 1].group;
+        ngroups += first;
+    }
+    qsort(r, k, sizeof *r, cmp_by_group);
+    fprintf(out, "inspected hosts: %zu (request rules under their host, each host's in the order tried)\n",
+            ngroups);
+    char host[300], text[SL_ENTRY_LINE_MAX + 1];
+    for (size_t i = 0; i < k; i++) {
+        const sl_entry *e = r[i].e;
+        if (i == 0 || r[i].group != r[i - 1].group)
+            fprintf(out, "  %s\n", sl_entry_format_host(e, host, sizeof host));
+        size_t off = (size_t)snprintf(text, sizeof text, "%s %s", e->methods, e->path);
+        for (size_t d = 0; d < e->ndigests && off < sizeof text; d++)
+            off += (size_t)snprintf(text + off, sizeof text - off, " %s", e->digests[d]);
+        if (e->line > 0)
+            fprintf(out, "    %-38s %s:%d\n", text, e->file, e->line);
+        else
+            fprintf(out, "    %-38s %s\n", text, e->file);
+    }
+    free(r);
 }
 
 void sl_policy_print(const sl_policy *p, FILE *out)
@@ -798,16 +996,26 @@ void sl_policy_print(const sl_policy *p, FILE *out)
         fprintf(out, "  allow_cidr     %s\n", sl_cidr_format(&p->allow_cidr[i], c, sizeof c));
     for (size_t i = 0; i < p->ndeny_cidr; i++)
         fprintf(out, "  deny_cidr      %s\n", sl_cidr_format(&p->deny_cidr[i], c, sizeof c));
-    size_t n = sl_allowlist_count(p->allow);
-    fprintf(out, "allowlist: %zu entr%s%s\n", n, n == 1 ? "y" : "ies",
-            n ? "" : " (everything is denied)");
+    size_t n = sl_allowlist_count(p->allow), nrules = 0;
+    for (size_t i = 0; i < n; i++)
+        nrules += sl_entry_is_rule(sl_allowlist_entry(p->allow, i));
+    if (nrules == 0)
+        fprintf(out, "allowlist: %zu entr%s%s\n", n, n == 1 ? "y" : "ies",
+                n ? "" : " (everything is denied)");
+    else
+        fprintf(out, "allowlist: %zu entr%s, %zu request rule%s\n", n - nrules, n - nrules == 1 ? "y" : "ies",
+                nrules, nrules == 1 ? "" : "s");
     for (size_t i = 0; i < n; i++) {
         const sl_entry *e = sl_allowlist_entry(p->allow, i);
+        if (sl_entry_is_rule(e))
+            continue;
         if (e->line > 0)
             fprintf(out, "  %-40s %s:%d\n", sl_entry_format(e, line, sizeof line), e->file, e->line);
         else
             fprintf(out, "  %-40s %s\n", sl_entry_format(e, line, sizeof line), e->file);
     }
+    if (nrules)
+        print_rules(p->allow, nrules, out);
     fprintf(out, "dns:%s\n", p->dns_from_resolv_conf ? " (from /etc/resolv.conf)" : "");
     for (size_t i = 0; i < p->ndns; i++) {
         sl_addr_format(&p->dns[i].addr, a, sizeof a);
@@ -820,6 +1028,17 @@ void sl_policy_print(const sl_policy *p, FILE *out)
             p->header_ms, p->connect_ms, p->idle_ms);
     fprintf(out, "log:\n  path           %s\n", strcmp(p->log_path, "-") ? p->log_path : "- (standard output)");
     fprintf(out, "admin:\n  listen         %s\n", p->admin_listen ? p->admin_listen : "(off)");
+    fprintf(out, "tls:%s\n", p->inspects ? "" : " (no request rules: nothing is inspected)");
+    fprintf(out, "  ca_cert        %s\n", p->tls_ca_cert ? p->tls_ca_cert : "(not set)");
+    fprintf(out, "  ca_key         %s\n", p->tls_ca_key ? p->tls_ca_key : "(not set)");
+    fprintf(out, "  upstream_ca    %s\n", p->tls_upstream_ca);
+    fprintf(out, "  leaf_days      %d\n", p->tls_leaf_days);
+    sl_credentials_print(p, out);
+}
+
+void sl_policy_warnings(const sl_policy *p, sl_report_fn rep, void *ctx)
+{
+    sl_allowlist_warnings(p->allow, rep, ctx);
 }
 
 void sl_report_stderr(void *ctx, const char *msg)

@@ -16,6 +16,9 @@
 
 #define SL_MAX_LISTEN 16
 #define SL_MAX_DNS 8
+/* Leaves kept per policy: one per inspected host in use (a host's leaf is
+ * made again once it has been evicted). */
+#define SL_LEAF_CACHE_MAX 1024
 
 /* A string list for repeatable flags. */
 typedef struct sl_strv {
@@ -46,6 +49,10 @@ typedef struct sl_dns_server {
     sl_addr addr;
     int port;
 } sl_dns_server;
+
+struct sl_credential;
+
+#define SL_DEFAULT_UPSTREAM_CA "/etc/ssl/certs/ca-certificates.crt"
 
 typedef struct sl_policy {
     atomic_int refs;
@@ -83,6 +90,20 @@ typedef struct sl_policy {
 
     char *log_path;             /* "-" is standard output */
     char *admin_listen;         /* NULL: off */
+
+    /* [tls] (inspection): paths resolved like the others; NULL: not set */
+    char *tls_ca_cert, *tls_ca_key;
+    char *tls_upstream_ca;      /* default SL_DEFAULT_UPSTREAM_CA */
+    int tls_leaf_days;          /* 1..825, default 7 */
+    bool inspects;              /* some request rule exists */
+    struct sl_tls_server *tls_server;   /* the CA and its leaves (tls.h); NULL unless inspecting */
+    struct sl_tls_client *tls_client;   /* upstream_ca, for the origins' certificates */
+
+    /* [credentials] (credentials.h) */
+    char *credentials_file, *secret_dir;   /* NULL: not set */
+    struct sl_credential *credentials;     /* in file order */
+    size_t ncredentials;
+    sl_allowlist *credential_hosts;        /* entry i: credentials[i]'s HOST */
 } sl_policy;
 
 /* Load the policy: defaults, then the config file (if any), then flags.
@@ -99,5 +120,9 @@ void sl_policy_unref(sl_policy *p);
 
 /* The effective policy, as `sluice check` prints it. */
 void sl_policy_print(const sl_policy *p, FILE *out);
+
+/* What `sluice check` warns about (the exit status stays 0): plain entries
+ * shadowed by request rules, as "FILE:LINE: warning: ...". */
+void sl_policy_warnings(const sl_policy *p, sl_report_fn report, void *ctx);
 
 #endif

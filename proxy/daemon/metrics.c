@@ -5,12 +5,48 @@
 #include <stdatomic.h>
 #include <string.h>
 
-static const char *const reasons[] = {
-    "allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address",
-    "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
-    "too_many_clients", "log_unavailable",
+/* A counter by decision and reason. Each decision renders its known
+ * reasons, zeros included, so a series exists before its first event; the
+ * last reason of each list is "other", for any reason not listed. */
+#define MAX_REASONS 16
+
+typedef struct by_reason {
+    const char *name, *help;
+    const char *const *reasons[2];   /* [0] deny, [1] allow */
+    size_t n[2];
+    atomic_ullong count[2][MAX_REASONS];
+} by_reason;
+
+#define COUNT(a) (sizeof a / sizeof *a)
+
+static const char *const decision_allow[] = { "allowlisted", "inspected", "rule", "other" };
+static const char *const decision_deny[] = {
+    "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address", "dns_error",
+    "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch", "too_many_clients",
+    "log_unavailable", "shutdown", "rule_not_matched", "upstream_tls_failed", "other",
 };
-#define NREASONS (sizeof reasons / sizeof *reasons)
+/* Requests inside an inspected tunnel: refused by the rules or the path
+ * check, or failed on the way to the origin (a reconnect). */
+static const char *const request_allow[] = { "rule", "other" };
+static const char *const request_deny[] = {
+    "rule_not_matched", "bad_request", "upstream_tls_failed", "connect_failed", "connect_timeout",
+    "log_unavailable", "other",
+};
+_Static_assert(COUNT(decision_deny) <= MAX_REASONS && COUNT(request_deny) <= MAX_REASONS, "MAX_REASONS");
+
+static by_reason decisions = {
+    .name = "sluice_requests_total",
+    .help = "Decisions made (one per decision line), by decision and reason.",
+    .reasons = { decision_deny, decision_allow },
+    .n = { COUNT(decision_deny), COUNT(decision_allow) },
+};
+static by_reason inspected = {
+    .name = "sluice_inspected_requests_total",
+    .help = "Requests inside inspected tunnels (one per request line), by decision and reason.",
+    .reasons = { request_deny, request_allow },
+    .n = { COUNT(request_deny), COUNT(request_allow) },
+};
+#undef COUNT
 
 /* Upper bounds in milliseconds; the last bucket is +Inf. */
 static const double bounds_ms[] = { 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000 };
@@ -22,23 +58,42 @@ typedef struct histogram {
     atomic_ullong sum_us;
 } histogram;
 
-static atomic_ullong decisions[2][NREASONS];
 static atomic_ullong bytes_up, bytes_down;
 static atomic_llong tunnels;
 static histogram dns_hist, connect_hist;
 static atomic_ullong reloads, reload_failures, log_errors;
+static atomic_ullong tls_failures[2];   /* [0] upstream, [1] client */
+static atomic_ullong certs_cached;
 
 #define ADD(var, n) atomic_fetch_add_explicit(&(var), (n), memory_order_relaxed)
 #define GET(var) atomic_load_explicit(&(var), memory_order_relaxed)
 
+static void count_reason(by_reason *c, bool allow, const char *reason)
+{
+    size_t n = c->n[allow], i = 0;
+    while (i + 1 < n && !(reason && strcmp(c->reasons[allow][i], reason) == 0))
+        i++;
+    ADD(c->count[allow][i], 1);   /* the last one is "other" */
+}
+
 void sl_metrics_decision(bool allow, const char *reason)
 {
-    for (size_t i = 0; i < NREASONS; i++) {
-        if (strcmp(reasons[i], reason) == 0) {
-            ADD(decisions[allow][i], 1);
-            return;
-        }
-    }
+    count_reason(&decisions, allow, reason);
+}
+
+void sl_metrics_request(bool allow, const char *reason)
+{
+    count_reason(&inspected, allow, reason);
+}
+
+void sl_metrics_tls_failure(bool client_side)
+{
+    ADD(tls_failures[client_side], 1);
+}
+
+void sl_metrics_certs_cached(size_t n)
+{
+    atomic_store_explicit(&certs_cached, (unsigned long long)n, memory_order_relaxed);
 }
 
 void sl_metrics_bytes(unsigned long long up, unsigned long long down)
@@ -98,16 +153,18 @@ static void render_histogram(struct evbuffer *out, const char *name, const char 
                         cum);
 }
 
+static void render_by_reason(struct evbuffer *out, by_reason *c)
+{
+    evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s counter\n", c->name, c->help, c->name);
+    for (int a = 1; a >= 0; a--)
+        for (size_t i = 0; i < c->n[a]; i++)
+            evbuffer_add_printf(out, "%s{decision=\"%s\",reason=\"%s\"} %llu\n", c->name,
+                                a ? "allow" : "deny", c->reasons[a][i], GET(c->count[a][i]));
+}
+
 void sl_metrics_render(struct evbuffer *out, int clients, bool log_failing)
 {
-    evbuffer_add_printf(out, "# HELP sluice_requests_total Decisions made, by decision and reason.\n"
-                             "# TYPE sluice_requests_total counter\n");
-    /* allow always has reason allowlisted; deny has every other reason */
-    for (int a = 1; a >= 0; a--)
-        for (size_t i = 0; i < NREASONS; i++)
-            if ((a == 1) == (i == 0))
-                evbuffer_add_printf(out, "sluice_requests_total{decision=\"%s\",reason=\"%s\"} %llu\n",
-                                    a ? "allow" : "deny", reasons[i], GET(decisions[a][i]));
+    render_by_reason(out, &decisions);
     evbuffer_add_printf(out,
                         "# HELP sluice_active_tunnels CONNECT tunnels open now.\n"
                         "# TYPE sluice_active_tunnels gauge\n"
@@ -138,4 +195,15 @@ void sl_metrics_render(struct evbuffer *out, int clients, bool log_failing)
                         "# TYPE sluice_log_failing gauge\n"
                         "sluice_log_failing %d\n",
                         GET(reloads), GET(reload_failures), GET(log_errors), log_failing ? 1 : 0);
+    render_by_reason(out, &inspected);
+    evbuffer_add_printf(out,
+                        "# HELP sluice_tls_handshake_failures_total TLS handshakes of inspected tunnels "
+                        "that failed, by side (the client's, or the origin's).\n"
+                        "# TYPE sluice_tls_handshake_failures_total counter\n"
+                        "sluice_tls_handshake_failures_total{side=\"client\"} %llu\n"
+                        "sluice_tls_handshake_failures_total{side=\"upstream\"} %llu\n"
+                        "# HELP sluice_tls_certs_cached Certificates for inspected hosts in the cache now.\n"
+                        "# TYPE sluice_tls_certs_cached gauge\n"
+                        "sluice_tls_certs_cached %llu\n",
+                        GET(tls_failures[1]), GET(tls_failures[0]), GET(certs_cached));
 }

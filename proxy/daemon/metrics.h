@@ -4,6 +4,7 @@
 #define SLUICE_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct evbuffer;
 
@@ -14,6 +15,14 @@ void sl_metrics_dns_ms(double ms);
 void sl_metrics_connect_ms(double ms);
 void sl_metrics_reload(bool ok);
 void sl_metrics_log_error(void);
+/* Inspection: one per request inside a tunnel (its request line's decision
+ * and reason); a TLS handshake that failed, by side (the client's, or the
+ * origin's: upstream); the leaf cache's size now (a gauge: the last value
+ * set wins, so callers pass the one shared cache's size). A reason not
+ * known here counts as "other": no decision goes uncounted. */
+void sl_metrics_request(bool allow, const char *reason);
+void sl_metrics_tls_failure(bool client_side);
+void sl_metrics_certs_cached(size_t n);
 
 /* Prometheus text exposition format 0.0.4. `clients` is the gauge of open
  * client connections, `log_failing` whether the log is failing now. */

@@ -786,6 +786,7 @@ long sl_chunked_feed(sl_chunked *c, const char *buf, size_t len, const char **er
                 e = "trailer line starts with whitespace (obs-fold)";
                 goto fail;
             }
+            c->trailer_field = true;
             c->state = CH_TRAILER_NAME;
             /* fall through */
         case CH_TRAILER_NAME:

@@ -129,6 +129,7 @@ typedef struct sl_chunked {
     uint64_t remaining;   /* bytes left in the current chunk's data */
     size_t line_len;      /* bytes in the current size/trailer line */
     size_t trailer_bytes;
+    bool trailer_field;   /* a trailer field has begun (not just the final CRLF) */
     bool done;
 } sl_chunked;
 

@@ -10,13 +10,15 @@ config written for it (the `sluice` factory), and fails if sluice's stderr
 shows a sanitizer report or its decision log has a line that is not JSON.
 """
 
+import os
 import resource
 import shutil
 
 import pytest
 
-from sluicetest import netns
+from sluicetest import gitbackend, inspecting, netns, registry
 from sluicetest.dns import Blackhole, Dnsmasq
+from sluicetest.relay import Relay
 from sluicetest.origins import Origins
 from sluicetest.proc import Sluice, binary
 from sluicetest.scripted import ScriptedOrigin
@@ -171,3 +173,99 @@ def sluice_bin():
     if not b.exists():
         pytest.fail(f"sluice binary {b} does not exist (make build/san/sluice, or set SLUICE_BIN)")
     return b
+
+
+# --- inspection (sluicetest/inspecting.py) ------------------------------------
+
+@pytest.fixture(scope="session")
+def inspect_tls(session_dir, tls):
+    """The inspecting origins' certificates (tlsmaterial.make_inspect):
+    upstream_ca is the test CA (tls['ca'])."""
+    return tlsmaterial.make_inspect(session_dir, tls, inspecting.ORIGINS)
+
+
+@pytest.fixture(scope="session")
+def _inspect_origins(inspect_tls, session_dir, network):
+    o = inspecting.InspectOrigins(inspect_tls, session_dir).start()
+    yield o
+    o.stop()
+
+
+@pytest.fixture
+def inspect_origins(_inspect_origins):
+    """The inspecting origins (HTTPS on 11.0.1.x:443, registry.inspect.test
+    also on :80), recording every connection and request; tests take a
+    mark() first and read what came after it."""
+    return _inspect_origins
+
+
+@pytest.fixture(scope="session")
+def npm_packages(_inspect_origins, session_dir):
+    """Two packages made with `npm pack`, served by the registry stand-in,
+    an app that locks both (for npm ci) and a package to publish."""
+    return registry.make_packages(session_dir / "npm", _inspect_origins.npm)
+
+
+@pytest.fixture
+def git_repo(_inspect_origins, tmp_path):
+    """A new bare repository behind git http-backend, one commit on main,
+    http.receivepack true: {'name', 'path', 'head', 'files', 'url', 'home'}."""
+    home = tmp_path / "git-home"
+    home.mkdir(exist_ok=True)
+    info = gitbackend.make_repo(_inspect_origins.git_root, home)
+    info["url"] = f"https://git.inspect.test/git/{info['name']}"
+    info["home"] = home
+    return info
+
+
+@pytest.fixture
+def relay(network):
+    """A CONNECT relay with no policy, for the harness checks (sluicetest/relay.py)."""
+    r = Relay()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def sluice_inspecting(sluice, tmp_path, inspect_tls, inspect_origins, sluice_bin):
+    """Factory: like `sluice`, plus what inspection needs in the gate's
+    directory: its CA (ca/ca.pem, ca/ca.key: `sluice ca init`, or openssl
+    while the binary has no `ca` command), upstream.pem (the test CA) and,
+    with credentials=[(NAME, HOST, HEADER, TEMPLATE, SECRET)], credentials.txt
+    and secrets/NAME (0600). The [tls] and [credentials] sections use
+    relative paths, as SPEC's example does. The Sluice it returns has .ca
+    (the PEM a client must trust), .ca_made_by, .secrets {NAME: SECRET}."""
+    made = []
+
+    def start(allow=(), credentials=(), config=None, name=None, **kw):
+        name = name or f"inspecting{len(made)}"
+        workdir = tmp_path / name
+        workdir.mkdir(parents=True, exist_ok=True)
+        made_by = tlsmaterial.sluice_ca(sluice_bin, workdir / "ca")
+        shutil.copy(inspect_tls["upstream_ca"], workdir / "upstream.pem")
+        cfg = {"tls": {"ca_cert": "ca/ca.pem", "ca_key": "ca/ca.key", "upstream_ca": "upstream.pem",
+                       "leaf_days": 7}}
+        secrets = {}
+        if credentials:
+            (workdir / "secrets").mkdir(mode=0o700, exist_ok=True)
+            lines = ["# NAME HOST HEADER TEMPLATE"]
+            for cname, host, header, template, secret in credentials:
+                lines.append(f"{cname} {host} {header} {template}")
+                path = workdir / "secrets" / cname
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.write(fd, (secret + "\n").encode())
+                os.close(fd)
+                os.chmod(path, 0o600)
+                secrets[cname] = secret
+            (workdir / "credentials.txt").write_text("\n".join(lines) + "\n")
+            cfg["credentials"] = {"file": "credentials.txt", "secret_dir": "secrets"}
+        for section, keys in (config or {}).items():
+            cfg.setdefault(section, {}).update(keys)
+        made.append(name)
+        s = sluice(allow=allow, config=cfg, name=name, **kw)
+        s.ca = workdir / "ca" / "ca.pem"
+        s.ca_made_by = made_by
+        s.secrets = secrets
+        return s
+
+    return start

@@ -102,6 +102,30 @@ def test_metrics_parse_and_count_the_run(sluice, dns):
     assert inf == 4
 
 
+def test_metrics_render_the_inspection_series_at_zero(sluice):
+    """Before any inspection (no rule in this policy) every inspection series
+    is there, at 0, so a dashboard or an alert on it works from the start;
+    the run's refusals do not leak into them."""
+    s = sluice(allow=STANDARD_ALLOW, config=ADMIN)
+    port = _admin_port(s)
+    resp, conn = connect(s.port, "denied.test:443")
+    conn.close()
+    assert_refused(resp, 403, "not_allowlisted")
+    m = _metrics(port)
+    assert _req(m, "deny", "not_allowlisted") == 1
+    for decision, reason in [("allow", "inspected"), ("allow", "rule"), ("deny", "rule_not_matched"),
+                             ("deny", "upstream_tls_failed")]:
+        assert _req(m, decision, reason) == 0, (decision, reason)
+    inspected = {labels: v for (name, labels), v in m.items() if name == "sluice_inspected_requests_total"}
+    want = {(("decision", "allow"), ("reason", "rule")), (("decision", "deny"), ("reason", "rule_not_matched")),
+            (("decision", "deny"), ("reason", "bad_request")), (("decision", "deny"), ("reason", "upstream_tls_failed"))}
+    assert want <= set(inspected), inspected
+    assert all(v == 0 for v in inspected.values()), inspected
+    for side in ("client", "upstream"):
+        assert m[("sluice_tls_handshake_failures_total", (("side", side),))] == 0
+    assert m[("sluice_tls_certs_cached", ())] == 0
+
+
 def test_active_tunnels_gauge_counts_open_tunnels(sluice):
     s = sluice(allow=STANDARD_ALLOW, config=ADMIN)
     port = _admin_port(s)

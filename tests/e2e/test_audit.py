@@ -4,6 +4,7 @@ requests through, and --verify accepts the log, across a SIGUSR1 rotation,
 and names the line for each kind of tampering."""
 
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -349,3 +350,155 @@ def test_follow_verifies_a_growing_log_across_rotation(sluice, sluice_bin):
     assert not any(m in err for m in SANITIZER_MARKERS), err
     assert p.returncode == 0, err
     assert out.decode() == f"ok: {total} lines, stream {s.log_lines()[0]['stream']}\n"
+
+
+# ---- inspected tunnels: request lines, in logs the test writes itself ----
+
+class ChainedLog:
+    """Writes a decision log as SPEC says a gate does: one JSON object a
+    line, `seq` 1, 2, 3..., the first line with `stream`, each line's
+    `chain` the SHA-256 of the previous chain (the stream id for the first)
+    and the line as written without its chain field."""
+
+    def __init__(self, path, stream="00112233445566778899aabbccddeeff"):
+        self.path, self.stream, self.seq, self.prev, self.n = path, stream, 0, stream, 0
+        self.f = open(path, "w", encoding="utf-8", newline="\n")
+
+    def put(self, **fields):
+        self.n += 1
+        fields.setdefault("ts", f"2026-12-02T09:{self.n // 60:02d}:{self.n % 60:02d}.000000Z")
+        if self.seq == 0:
+            fields["stream"] = self.stream
+        self.seq += 1
+        fields["seq"] = self.seq
+        text = json.dumps(fields, separators=(",", ":"))   # ASCII: every other character escaped
+        chain = hashlib.sha256((self.prev + text).encode()).hexdigest()
+        self.f.write(text[:-1] + f',"chain":"{chain}"}}\n')
+        self.prev = chain
+
+    def tunnel(self, tid, host, port=443):
+        self.put(event="decision", id=tid, client="127.0.0.1:40000", method="CONNECT", host=host, port=port,
+                 decision="allow", reason="inspected", rule="allow.txt:1", addr="11.0.0.1")
+
+    def request(self, tid, n, method, host, path, allow, reason, credential=None):
+        f = dict(event="request", id=tid, n=n, method=method, host=host, path=path,
+                 decision="allow" if allow else "deny", reason=reason)
+        if allow:
+            f["rule"] = "allow.txt:4"
+        if credential:
+            f["credential"] = credential
+        f.update(status=200 if allow else 403, bytes_up=311, bytes_down=1830, duration_ms=41.2)
+        self.put(**f)
+
+    def close_line(self, tid):
+        self.put(event="close", id=tid, bytes_up=1000, bytes_down=5000, duration_ms=99.5, end="client_eof")
+
+    def close(self):
+        self.f.close()
+
+
+HOSTILE_PATHS = [
+    "/\x1b]0;pwned\x07/x",          # OSC: sets a terminal's title
+    "/\x1b[2J\x1b[H/clear/all",      # clears the screen
+    "/new\nline/\r\n/x",             # a newline must not make a report line
+    "/nul\x00/x",
+    "/lone\ud800/surrogate",          # written as the escape \ud800: not UTF-8
+    "/caf\u00e9/x",
+    "/%ff%fe/x",
+    "/star*/x/y",
+    "/" + "a" * 5000,                 # longer than the gate ever logs
+    "/deep" * 1500,
+]
+
+
+def _terminal_safe(text):
+    bad = [c for c in text if (ord(c) < 0x20 and c != "\n") or ord(c) >= 0x7f]
+    assert not bad, f"bytes that could drive a terminal: {bad[:5]!r}"
+
+
+def _inspected_log(path):
+    log = ChainedLog(path)
+    log.tunnel("t1", "registry.test")
+    log.request("t1", 1, "GET", "registry.test", "/is-number", True, "rule", "npm")
+    log.request("t1", 2, "GET", "registry.test", "/is-number/-/is-number-7.0.0.tgz", True, "rule", "npm")
+    log.request("t1", 3, "PUT", "registry.test", "/is-number", False, "rule_not_matched")
+    log.request("t1", 4, "GET", "registry.test", "/repos/acme/widgets", False, "rule_not_matched")
+    log.request("t1", 5, "GET", "registry.test", "/repos/acme/gadgets/issues", False, "rule_not_matched")
+    log.request("t1", 6, "GET", "registry.test", "/a/%2e%2e/b", False, "bad_request")
+    for i, p in enumerate(HOSTILE_PATHS):
+        log.request("t1", 10 + i, "GET", "registry.test", p, False, "rule_not_matched")
+    log.close_line("t1")
+    log.tunnel("t2", "api.test", 8443)
+    log.request("t2", 1, "GET", "api.test", "/user", False, "rule_not_matched")
+    log.close_line("t2")
+    log.close()
+    return log
+
+
+def test_audit_reads_request_lines_and_suggests_request_rules(sluice_bin, tmp_path):
+    path = tmp_path / "inspected.log"
+    log = _inspected_log(path)
+
+    rc, out, err = audit(sluice_bin, "--verify", path)
+    assert rc == 0, err
+    assert out == f"ok: {log.seq} lines, stream {log.stream}\n"
+
+    rc, out, err = audit(sluice_bin, "--summary", "--json", path)
+    assert rc == 0 and err == "", err
+    j = json.loads(out)
+    assert j["totals"]["inspected_requests"] == 6 + len(HOSTILE_PATHS) + 1
+    assert j["malformed_lines"] == 0
+    rows = {(r["host"], r["port"], r["method"], r["path"]): r for r in j["inspected"]}
+    assert rows[("registry.test", 443, "GET", "/is-number")]["credentials"] == ["npm"]
+    assert rows[("registry.test", 443, "GET", "/repos/acme/*")]["denied"] == 2
+    assert rows[("registry.test", 443, "PUT", "/is-number")]["denied"] == 1
+    assert rows[("registry.test", 443, "GET", "/\x1b]0;pwned\x07/x")]["denied"] == 1   # exact in JSON
+    assert rows[("registry.test", 443, "GET", "/deep/deep/*")]["denied"] == 1
+    assert ("api.test", 8443, "GET", "/user") in rows
+    reg = next(h for h in j["hosts"] if (h["host"], h["port"]) == ("registry.test", 443))
+    assert reg["reasons"]["rule_not_matched"] == 3 + len(HOSTILE_PATHS)
+    assert reg["reasons"]["inspected"] == 1
+
+    for mode in ("--summary", "--denied", "--suggest"):
+        rc, out, err = audit(sluice_bin, mode, path)
+        assert rc == 0, err
+        _terminal_safe(out)
+        _terminal_safe(err)
+    rc, out, err = audit(sluice_bin, "--summary", path)
+    table = out[out.index("INSPECTED HOST:PORT"):]
+    assert len([l for l in table.splitlines() if l.startswith(("registry.test:443 ", "api.test:8443 "))]) \
+        == len(j["inspected"])
+
+    rc, out, err = audit(sluice_bin, "--suggest", path)
+    lines = [l.split("#")[0].strip() for l in out.splitlines() if not l.startswith("#")]
+    assert sorted(lines) == sorted([
+        "GET registry.test/repos/acme/*",
+        "PUT registry.test/is-number",
+        "GET registry.test/%ff%fe/x",
+        "GET registry.test/star*",
+        "GET registry.test/deep/deep/*",
+        "GET api.test:8443/user",
+    ]), out
+    for l in lines:
+        assert re.fullmatch(r"[A-Z]+ [a-z0-9.:-]+/[A-Za-z0-9\-._~!$&'()+,;=:@/%]*\*?", l), l
+    assert "npm" not in out and "%2e" not in out
+    rc, out, err = audit(sluice_bin, "--suggest", "--json", path)
+    assert rc == 0, err
+    sug = json.loads(out)["suggestions"]
+    assert all(s["rule"] and set(s["reasons"]) == {"rule_not_matched"} for s in sug), sug
+
+    # a request line's path edited: the chain names that line
+    raw = path.read_bytes().split(b"\n")
+    k = next(i for i, l in enumerate(raw) if b'"path":"/repos/acme/widgets"' in l)
+    raw[k] = raw[k].replace(b"/repos/acme/widgets", b"/repos/acme/widgetz")
+    tampered = tmp_path / "tampered.log"
+    tampered.write_bytes(b"\n".join(raw))
+    rc, out, err = audit(sluice_bin, "--verify", tampered)
+    assert rc == 1 and err.startswith(f"{tampered}:{k + 1}: ") and "chain mismatch" in err, err
+
+    # gzip'd, as logrotate leaves it: read the same
+    gz = tmp_path / "inspected.log.1.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    rc, out, err = audit(sluice_bin, "--summary", "--json", gz)
+    assert rc == 0, err
+    assert json.loads(out)["inspected"] == j["inspected"]

@@ -42,14 +42,17 @@ $(O)/libsluice-fuzz.a: $(LIB_OBJ)
 # read from the disk.
 $(O)/fuzz_lockfile: EXTRA_LD := -Wl,--wrap=sl_project_file
 
-# fuzz_config: the config loader and the allowlist file reader open files
-# through the harness (sl_fuzz_fopen), never the disk. Copies of their
-# objects with fopen renamed are linked ahead of the archive.
+# fuzz_config: the config loader, the allowlist file reader and the
+# credentials reader open files through the harness (sl_fuzz_fopen,
+# sl_fuzz_open), never the disk. Copies of their objects with fopen and open
+# renamed are linked ahead of the archive.
+CONFIG_OBJ := $(O)/obj-config/proxy/daemon/config.o $(O)/obj-config/allowlist/allowlist.o \
+              $(O)/obj-config/proxy/daemon/credentials.o
 $(O)/obj-config/%.o: $(O)/obj/%.o
 	@mkdir -p $(dir $@)
-	objcopy --redefine-sym fopen=sl_fuzz_fopen $< $@
-$(O)/fuzz_config: EXTRA_OBJ := $(O)/obj-config/proxy/daemon/config.o $(O)/obj-config/allowlist/allowlist.o
-$(O)/fuzz_config: $(O)/obj-config/proxy/daemon/config.o $(O)/obj-config/allowlist/allowlist.o
+	objcopy --redefine-sym fopen=sl_fuzz_fopen --redefine-sym open=sl_fuzz_open $< $@
+$(O)/fuzz_config: EXTRA_OBJ := $(CONFIG_OBJ)
+$(O)/fuzz_config: $(CONFIG_OBJ)
 
 $(O)/%: tests/fuzz/%.c $(O)/libsluice-fuzz.a
 	@mkdir -p $(dir $@)

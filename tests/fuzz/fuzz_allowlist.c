@@ -1,6 +1,7 @@
 /* The allowlist line parser and matcher (allowlist/allowlist.c):
  * sl_allowlist_add_line, sl_ports_parse, sl_allowlist_match,
- * sl_entry_format, sl_allowlist_suggest.
+ * sl_entry_format, sl_allowlist_suggest. Request rules (fuzz_rule.c covers
+ * them in depth) are lines like any other here.
  *
  * Input: allowlist lines, then optionally a NUL and
  *   line 1: connect_ports (e.g. "443, 8443"), line 2: http_ports,
@@ -13,7 +14,8 @@
  *   - every entry allows what it names: its host (for a wildcard, a
  *     subdomain) on its port (a bare entry: on a connect port);
  *   - for every query the matcher agrees with a brute-force reference over
- *     all entries (result, and the rule: most specific, then earliest);
+ *     all entries (result, and the rule: the earliest request rule that
+ *     covers host:port, else the most specific plain entry, then earliest);
  *   - a suggested line, added to an empty list, allows the query; a
  *     non-public IP literal gets no line. */
 #include <stdint.h>
@@ -59,21 +61,34 @@ static void check_query(const sl_allowlist *al, const sl_host *h, int port, bool
     const sl_entry *rule = (const sl_entry *)1;
     sl_match_result r = sl_allowlist_match(al, h, port, connect, cp, hp, &rule);
 
-    const sl_entry *best = NULL;
+    /* Request rules first: the earliest that covers host:port makes it
+     * inspected. Otherwise the most specific plain entry. */
+    const sl_entry *best = NULL, *first_rule = NULL;
     bool seen = false;
     for (size_t i = 0; i < sl_allowlist_count(al); i++) {
         const sl_entry *e = sl_allowlist_entry(al, i);
         if (!covers(e, h))
             continue;
         seen = true;
-        if (allows(e, port, connect, cp, hp) && (!best || rank(e) > rank(best)))
+        if (!allows(e, port, connect, cp, hp))
+            continue;
+        if (sl_entry_is_rule(e)) {
+            if (!first_rule)
+                first_rule = e;
+        } else if (!best || rank(e) > rank(best)) {
             best = e;
+        }
     }
-    sl_match_result want = best ? SL_MATCH_ALLOWED : seen ? SL_MATCH_PORT_NOT_ALLOWED : SL_MATCH_NO_ENTRY;
+    if (first_rule)
+        best = first_rule;
+    sl_match_result want = first_rule ? SL_MATCH_INSPECTED
+                           : best     ? SL_MATCH_ALLOWED
+                           : seen     ? SL_MATCH_PORT_NOT_ALLOWED
+                                      : SL_MATCH_NO_ENTRY;
     char a[300], b[300];
     FUZZ_CHECK(r == want, "match(%s, %d, %s) = %d, reference says %d", h->name, port,
                connect ? "connect" : "http", (int)r, (int)want);
-    if (r == SL_MATCH_ALLOWED) {
+    if (r == SL_MATCH_ALLOWED || r == SL_MATCH_INSPECTED) {
         FUZZ_CHECK(rule == best, "match(%s, %d) chose rule '%s', reference '%s'", h->name, port,
                    rule && rule != (const sl_entry *)1 ? sl_entry_format(rule, a, sizeof a) : "(none)",
                    sl_entry_format(best, b, sizeof b));
@@ -128,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *lend = nul ? nul : end;
 
     sl_allowlist *al = sl_allowlist_new();
-    char err[512], text[300], again[300], shown[2200];
+    char err[512], text[SL_ENTRY_LINE_MAX + 1], again[SL_ENTRY_LINE_MAX + 1], shown[2200];
     int lineno = 0;
     for (const uint8_t *p = data; p < lend;) {
         const uint8_t *nl = memchr(p, '\n', (size_t)(lend - p));
@@ -190,7 +205,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int port = e->port ? e->port : cp.v[0];
         const sl_entry *rule;
         sl_match_result r = sl_allowlist_match(al, &h, port, true, &cp, &hp, &rule);
-        FUZZ_CHECK(r == SL_MATCH_ALLOWED, "entry '%s' does not allow %s:%d (result %d)",
+        /* A plain entry may be shadowed by a rule: then the host is inspected. */
+        FUZZ_CHECK(r == (sl_entry_is_rule(e) ? SL_MATCH_INSPECTED : SL_MATCH_ALLOWED) ||
+                       (!sl_entry_is_rule(e) && r == SL_MATCH_INSPECTED),
+                   "entry '%s' does not allow %s:%d (result %d)",
                    sl_entry_format(e, text, sizeof text), h.name, port, (int)r);
         check_query(al, &h, port, true, &cp, &hp);
         check_query(al, &h, port, false, &cp, &hp);

@@ -14,7 +14,10 @@
  *     has a non-negative integer there, with the same value;
  *   - a refused line names a reason and an offset inside the line;
  *   - the JSON reports parse with jansson, and every suggested line is a
- *     valid allowlist line. */
+ *     valid allowlist line (a request rule's host part, method and path
+ *     while the allowlist does not read request rules yet; then the line);
+ *   - the text reports hold only printable ASCII and newlines: nothing in a
+ *     log can drive the terminal they are printed on. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #include "fuzz_util.h"
 
 static FILE *g_devnull;
+static bool g_rules;   /* the allowlist reads request rules ("GET host/path") */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -34,6 +38,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     g_devnull = fopen("/dev/null", "w");
+    sl_allowlist *al = sl_allowlist_new();
+    char err[512];
+    static const char rule[] = "GET example.org/x";
+    g_rules = sl_allowlist_add_line(al, rule, sizeof rule - 1, "s", 1, err, sizeof err);
+    sl_allowlist_free(al);
     return g_devnull ? 0 : 1;
 }
 
@@ -116,7 +125,7 @@ static void check_line(const char *line, size_t len, sl_report *r)
 #define S(x) check_str(#x, &f.x, o)
 #define N(x) check_num(#x, &f.x, o)
     S(ts); S(event); S(id); S(client); S(method); S(host); S(decision); S(reason); S(end);
-    S(stream); S(chain); S(continues_chain);
+    S(stream); S(chain); S(continues_chain); S(path); S(credential);
     N(port); N(seq); N(continues_seq); N(bytes_up); N(bytes_down);
 #undef S
 #undef N
@@ -136,6 +145,43 @@ static char *capture(void (*fn)(const sl_report *, FILE *, bool), const sl_repor
 }
 
 static const sl_ports g_cp = { { 443 }, 1 }, g_hp = { { 80 }, 1 };
+
+static bool valid_line(const char *line, size_t len, char *err, size_t errcap)
+{
+    sl_allowlist *al = sl_allowlist_new();
+    bool ok = sl_allowlist_add_line(al, line, len, "s", 1, err, errcap);
+    sl_allowlist_free(al);
+    return ok;
+}
+
+/* "METHOD HOST[:PORT]PATH": upper-case method, the host part an allowlist
+ * entry, the path '/' then RFC 3986 path bytes, '*' only at its end. */
+static void check_rule_line(const char *line)
+{
+    char err[512];
+    if (g_rules) {
+        FUZZ_CHECK(valid_line(line, strlen(line), err, sizeof err), "suggested rule '%s' is not valid: %s", line,
+                   err);
+        return;
+    }
+    size_t m = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+    FUZZ_CHECK(m > 0 && line[m] == ' ', "suggested rule '%s': no method", line);
+    const char *host = line + m + 1, *slash = strchr(host[0] == '[' ? strchr(host, ']') : host, '/');
+    FUZZ_CHECK(slash != NULL, "suggested rule '%s': no path", line);
+    FUZZ_CHECK(valid_line(host, (size_t)(slash - host), err, sizeof err), "suggested rule '%s': host part: %s",
+               line, err);
+    size_t ok = strspn(slash, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()+,;=:@/%*");
+    const char *star = strchr(slash, '*');
+    FUZZ_CHECK(ok == strlen(slash) && (!star || star[1] == '\0'), "suggested rule '%s': path byte %zu", line, ok);
+}
+
+static void check_terminal_safe(const char *text, size_t len, int report)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        FUZZ_CHECK((c >= 0x20 && c < 0x7f) || c == '\n', "text report %d: byte 0x%02x at %zu", report, c, i);
+    }
+}
 
 static void suggest(const sl_report *r, FILE *out, bool json)
 {
@@ -162,6 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 3; i++) {
         size_t len;
         char *text = capture(reports[i], r, false, &len);
+        check_terminal_safe(text, len, i);
         free(text);
         text = capture(reports[i], r, true, &len);
         json_error_t e;
@@ -170,13 +217,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (i == 2) {
             json_t *arr = json_object_get(o, "suggestions");
             for (size_t k = 0; k < json_array_size(arr); k++) {
-                const char *line = json_string_value(json_object_get(json_array_get(arr, k), "line"));
+                json_t *sg = json_array_get(arr, k);
+                const char *line = json_string_value(json_object_get(sg, "line"));
                 FUZZ_CHECK(line != NULL, "suggestion without a line");
-                sl_allowlist *al = sl_allowlist_new();
+                if (json_is_true(json_object_get(sg, "rule"))) {
+                    check_rule_line(line);
+                    continue;
+                }
                 char err[512];
-                FUZZ_CHECK(sl_allowlist_add_line(al, line, strlen(line), "s", 1, err, sizeof err),
+                FUZZ_CHECK(valid_line(line, strlen(line), err, sizeof err),
                            "suggested line '%s' is not a valid allowlist line: %s", line, err);
-                sl_allowlist_free(al);
             }
         }
         json_decref(o);

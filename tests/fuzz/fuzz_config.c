@@ -9,21 +9,31 @@
  * relative to the config's directory), "/etc/resolv.conf" replaces the
  * system's (read when no DNS server is configured).
  *
- * Nothing touches the disk: the build renames fopen to sl_fuzz_fopen in
- * config.o and allowlist.o (objcopy --redefine-sym), and sl_fuzz_fopen serves
- * only the input's files (fmemopen); any other path does not exist.
+ * Nothing touches the disk: the build renames fopen to sl_fuzz_fopen and
+ * open to sl_fuzz_open in config.o, allowlist.o and credentials.o (objcopy
+ * --redefine-sym); they serve only the input's files (fmemopen, or a memfd
+ * of mode 0600 for open: [tls] files and secrets, "fuzz/secrets/NAME" for
+ * secret_dir = secrets); any other path does not exist.
  *
  * Properties: a refused config reports at least one error; every report is
  * a non-empty "WHERE: message" line; an accepted policy is consistent
  * (listen addresses, ports, workers, TTLs in range, allowlist entries
- * with provenance) and prints. */
+ * with provenance; request rules only with the CA; credentials with a
+ * header value free of CR, LF and NUL, each found again by its own host)
+ * and prints. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "config.h"
+#include "credentials.h"
 #include "fuzz_util.h"
 
 static fuzz_file g_files[FUZZ_MAX_FILES];
@@ -46,12 +56,46 @@ FILE *sl_fuzz_fopen(const char *path, const char *mode)
     return NULL;
 }
 
+static const fuzz_file *find_file(const char *path)
+{
+    for (size_t i = 0; i < g_nfiles; i++) {
+        const char *n = g_files[i].name;
+        if (!strcmp(path, n) || (!strncmp(path, "fuzz/", 5) && !strcmp(path + 5, n)))
+            return &g_files[i];
+    }
+    return NULL;
+}
+
+/* open(2) for the loaders: an input file as a memfd (a regular file of
+ * ours, mode 0600), so that fstat checks pass as they would on a good
+ * file. */
+int sl_fuzz_open(const char *path, int flags, ...);
+int sl_fuzz_open(const char *path, int flags, ...)
+{
+    (void)flags;
+    const fuzz_file *f = find_file(path);
+    if (!f) {
+        errno = ENOENT;
+        return -1;
+    }
+    int fd = memfd_create("fuzz", MFD_CLOEXEC);
+    if (fd < 0)
+        abort();
+    if (f->len && write(fd, f->data, f->len) != (ssize_t)f->len)
+        abort();
+    if (lseek(fd, 0, SEEK_SET) != 0 || fchmod(fd, 0600) != 0)
+        abort();
+    return fd;
+}
+
 static size_t g_nreports;
 
 static void on_report(void *ctx, const char *msg)
 {
     (void)ctx;
     g_nreports++;
+    if (getenv("FUZZ_CONFIG_SHOW"))   /* to see why a seed is refused */
+        fprintf(stderr, "report: %s\n", msg);
     FUZZ_CHECK(msg && msg[0], "empty report");
     FUZZ_CHECK(strstr(msg, ": ") != NULL, "report without 'WHERE: ': '%s'", msg);
 }
@@ -85,6 +129,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < sl_allowlist_count(p->allow); i++) {
         const sl_entry *e = sl_allowlist_entry(p->allow, i);
         FUZZ_CHECK(e->file && e->file[0], "entry %zu without provenance", i);
+    }
+    bool rules = false;
+    for (size_t i = 0; i < sl_allowlist_count(p->allow); i++)
+        rules |= sl_entry_is_rule(sl_allowlist_entry(p->allow, i));
+    FUZZ_CHECK(rules == p->inspects, "inspects %d with rules %d", p->inspects, rules);
+    FUZZ_CHECK(!rules || (p->tls_ca_cert && p->tls_ca_key), "request rules without the CA");
+    FUZZ_CHECK(p->tls_leaf_days >= 1 && p->tls_leaf_days <= 825, "leaf_days %d", p->tls_leaf_days);
+    if (getenv("FUZZ_CONFIG_SHOW"))
+        fprintf(stderr, "accepted: %zu entries, %zu credentials, inspects %d\n", sl_allowlist_count(p->allow), p->ncredentials, p->inspects);
+    FUZZ_CHECK(p->ncredentials == 0 || sl_allowlist_count(p->credential_hosts) == p->ncredentials,
+               "%zu credentials, %zu hosts", p->ncredentials, sl_allowlist_count(p->credential_hosts));
+    for (size_t i = 0; i < p->ncredentials; i++) {
+        const sl_credential *c = &p->credentials[i];
+        FUZZ_CHECK(!strpbrk(c->value, "\r\n") && c->value[0], "credential '%s': bad value", c->name);
+        FUZZ_CHECK(strstr(c->tmpl, "{secret}") != NULL, "credential '%s': template", c->name);
+        const sl_entry *e = sl_allowlist_entry(p->credential_hosts, i);
+        if (e->kind == SL_ENTRY_EXACT) {
+            int port = e->port ? e->port : p->connect_ports.v[0];
+            const sl_credential *got = sl_policy_credential(p, &e->host, port, true);
+            FUZZ_CHECK(got == c, "credential '%s' not found by its host", c->name);
+        }
     }
     char *buf = NULL;
     size_t len = 0;

@@ -14,6 +14,11 @@
 
 static char errbuf[512];
 
+static bool starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
 /* ---- Lines that parse ---- */
 
 typedef struct good_line {
@@ -164,7 +169,7 @@ static const bad_line bad_lines[] = {
     {"example.org:080", 0, "bad port"},
     {"example.org:+80", 0, "bad port"},
     {"example.org:443:1", 0, "bad port"},
-    {"http://example.org", 0, "bad port"},
+    {"http://example.org", 0, "a URL is not an entry"},
     {"127.1", 0, "ambiguous numeric"},
     {"0x7f.0.0.1:443", 0, "ambiguous numeric"},
     {"2130706433", 0, "ambiguous numeric"},
@@ -177,7 +182,7 @@ static const bad_line bad_lines[] = {
     {"user@example.org", 0, "'@'"},
     {"ex%41mple.org", 0, "percent"},
     {"-example.org", 0, "'-'"},
-    {"example.org/path", 0, "invalid character"},
+    {"example.org/path", 0, "a path needs a method list in front"},
     {"\xff\xfe.example", 0, "UTF-8"},
     {"exa\0mple.org", 12, "NUL"},
 };
@@ -784,6 +789,630 @@ static void test_format_long(void **state)
     sl_allowlist_free(al);
 }
 
+
+/* ---- Request rules: lines ---- */
+
+#define D256 "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+#define D512 "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg=="
+
+typedef struct rule_line {
+    const char *text;
+    const char *formatted;
+    const char *methods, *path;
+    size_t ndigests;
+    sl_entry_kind kind;
+    int port;
+} rule_line;
+
+static const rule_line rule_lines[] = {
+    /* the SPEC's examples, comments included */
+    {"GET,HEAD registry.npmjs.org/*                    # reads only: npm publish (PUT) is refused",
+     "GET,HEAD registry.npmjs.org/*", "GET,HEAD", "/*", 0, SL_ENTRY_EXACT, 0},
+    {"GET api.github.com/repos/acme/*                  # one organisation, read-only",
+     "GET api.github.com/repos/acme/*", "GET", "/repos/acme/*", 0, SL_ENTRY_EXACT, 0},
+    {"* uploads.example.com/incoming/*                 # any method, under one path",
+     "* uploads.example.com/incoming/*", "*", "/incoming/*", 0, SL_ENTRY_EXACT, 0},
+    {"GET registry.npmjs.org/is-number/-/is-number-7.0.0.tgz " D512 "   # one artifact, pinned",
+     "GET registry.npmjs.org/is-number/-/is-number-7.0.0.tgz " D512, "GET",
+     "/is-number/-/is-number-7.0.0.tgz", 1, SL_ENTRY_EXACT, 0},
+    /* host forms and ports */
+    {"GET *.Example.ORG:8443/a", "GET *.example.org:8443/a", "GET", "/a", 0, SL_ENTRY_WILDCARD, 8443},
+    {"GET .example.org/", "GET .example.org/", "GET", "/", 0, SL_ENTRY_APEX, 0},
+    {"PUT 203.0.113.7:443/up/*", "PUT 203.0.113.7:443/up/*", "PUT", "/up/*", 0, SL_ENTRY_EXACT, 443},
+    {"GET [2001:DB8::7]/x", "GET [2001:db8::7]/x", "GET", "/x", 0, SL_ENTRY_EXACT, 0},
+    {"GET b\xc3\xbc" "cher.example/*", "GET xn--bcher-kva.example/*", "GET", "/*", 0, SL_ENTRY_EXACT, 0},
+    /* whitespace, several digests, escapes kept as written */
+    {"\tGET \t x.example/a%2Bb   " D256 "  " D512 " ", "GET x.example/a%2Bb " D256 " " D512, "GET",
+     "/a%2Bb", 2, SL_ENTRY_EXACT, 0},
+    {"DELETE,PATCH x.example/*.json", "DELETE,PATCH x.example/*.json", "DELETE,PATCH", "/*.json", 0,
+     SL_ENTRY_EXACT, 0},
+    {"GET x.example/a/b/ # trailing slash", "GET x.example/a/b/", "GET", "/a/b/", 0, SL_ENTRY_EXACT, 0},
+};
+
+static void test_rule_lines(void **state)
+{
+    (void)state;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof rule_lines / sizeof rule_lines[0]; i++) {
+        const rule_line *g = &rule_lines[i];
+        sl_allowlist *al = sl_allowlist_new();
+        if (!sl_allowlist_add_line(al, g->text, strlen(g->text), "r.txt", 4, errbuf, sizeof errbuf)) {
+            print_error("rule '%s' refused: %s\n", g->text, errbuf);
+            bad++;
+            sl_allowlist_free(al);
+            continue;
+        }
+        assert_int_equal(sl_allowlist_count(al), 1);
+        const sl_entry *e = sl_allowlist_entry(al, 0);
+        char buf[SL_ENTRY_LINE_MAX + 1], buf2[SL_ENTRY_LINE_MAX + 1];
+        sl_entry_format(e, buf, sizeof buf);
+        if (!sl_entry_is_rule(e) || strcmp(buf, g->formatted) || strcmp(e->methods, g->methods) ||
+            strcmp(e->path, g->path) || e->ndigests != g->ndigests || e->kind != g->kind ||
+            e->port != g->port || e->line != 4) {
+            print_error("rule '%s' gave '%s' (methods '%s' path '%s' %zu digests kind %d port %d)\n",
+                        g->text, buf, e->methods, e->path, e->ndigests, (int)e->kind, e->port);
+            bad++;
+        }
+        if (g->ndigests && strcmp(e->digests[g->ndigests - 1], g->ndigests == 1 ? D512 : D512)) {
+            print_error("rule '%s': digest '%s'\n", g->text, e->digests[g->ndigests - 1]);
+            bad++;
+        }
+        /* The printed line reads back as the same rule. */
+        sl_allowlist *al2 = sl_allowlist_new();
+        if (!sl_allowlist_add_line(al2, buf, strlen(buf), "x", 1, errbuf, sizeof errbuf) ||
+            strcmp(sl_entry_format(sl_allowlist_entry(al2, 0), buf2, sizeof buf2), buf) != 0) {
+            print_error("formatted '%s' does not round-trip\n", buf);
+            bad++;
+        }
+        sl_allowlist_free(al2);
+        sl_allowlist_free(al);
+    }
+    assert_int_equal(bad, 0);
+}
+
+static const bad_line bad_rules[] = {
+    /* methods */
+    {"get example.org/x", 0, "lower-case method"},
+    {"GET,head example.org/x", 0, "lower-case method"},
+    {"GET,,HEAD example.org/x", 0, "empty method in the list"},
+    {",GET example.org/x", 0, "empty method in the list"},
+    {"GET, HEAD example.org/x", 0, "empty method at the end"},
+    {"*,GET example.org/x", 0, "'*' stands alone"},
+    {"G@T example.org/x", 0, "bad method ("},
+    {"GET,GET example.org/x", 0, "listed twice"},
+    /* host and path */
+    {"GET example.org", 0, "missing path"},
+    {"GET example.org:443", 0, "missing path"},
+    {"* example.org", 0, "missing path"},
+    {"GET /x", 0, "missing host"},
+    {"GET *.com/x", 0, "covers the whole public suffix com"},
+    {"GET example.org:0/x", 0, "bad port"},
+    {"GET *.1.2.3.4/x", 0, "not an IP literal"},
+    {"GET ex*ample.org/x", 0, "'*' is only allowed as a leading '*.'"},
+    {"GET example.org/a b", 0, "bad digest"},   /* placeholder, replaced below */
+    {"GET example.org/a#b", 0, "'#' in a rule"},
+    {"GET example.org/a " D256 "#c", 0, "'#' in a rule"},
+    {"GET example.org/a\x01", 0, "space or control"},
+    {"GET example.org/caf\xc3\xa9", 0, "non-ASCII"},
+    {"GET example.org/a\\b", 0, "backslash"},
+    {"GET example.org/a?b=1", 0, "'?'"},
+    {"GET example.org/a/../b", 0, "dot segment"},
+    {"GET example.org/a/%2e%2E/*", 0, "dot segment"},
+    {"GET example.org//x", 0, "empty segment"},
+    {"GET example.org/a%2fb", 0, "encoded '/'"},
+    {"GET example.org/a%5C", 0, "encoded '\\'"},
+    {"GET example.org/a%00", 0, "%00"},
+    {"GET example.org/a%", 0, "bad percent escape"},
+    {"GET example.org/a%2*", 0, "bad percent escape"},
+    {"GET example.org/a%zz", 0, "bad percent escape"},
+    /* digests */
+    {"GET example.org/a sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=", 0, "sha256-, sha384- or sha512-"},
+    {"GET example.org/a sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU", 0, "44 base64"},
+    {"GET example.org/a sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFV=", 0, "not canonical"},
+    {"GET,HEAD example.org/a " D256, 0, "only a GET rule may carry digests"},
+    {"* example.org/a " D256, 0, "only a GET rule may carry digests"},
+    {"PUT example.org/a " D256, 0, "only a GET rule may carry digests"},
+    /* not rules, but near misses */
+    {"example.org/path", 0, "a path needs a method list in front"},
+    {"http://example.org/x", 0, "a URL is not an entry"},
+    {"example.org other.org", 0, "unexpected text"},
+    {"Example.ORG other", 0, "unexpected text"},
+};
+
+static void test_rule_lines_bad(void **state)
+{
+    (void)state;
+    int bad = 0;
+    sl_allowlist *al = sl_allowlist_new();
+    for (size_t i = 0; i < sizeof bad_rules / sizeof bad_rules[0]; i++) {
+        const bad_line *b = &bad_rules[i];
+        const char *why = b->why;
+        /* a space ends the path: "b" is then read as a digest */
+        if (!strcmp(b->text, "GET example.org/a b"))
+            why = "sha256-, sha384- or sha512-";
+        size_t len = b->len ? b->len : strlen(b->text);
+        errbuf[0] = '\0';
+        if (sl_allowlist_add_line(al, b->text, len, "t.txt", 3, errbuf, sizeof errbuf)) {
+            print_error("rule '%s' accepted\n", b->text);
+            bad++;
+        } else if (!strstr(errbuf, why)) {
+            print_error("rule '%s': message '%s' lacks '%s'\n", b->text, errbuf, why);
+            bad++;
+        }
+    }
+    assert_int_equal(sl_allowlist_count(al), 0);
+    sl_allowlist_free(al);
+    assert_int_equal(bad, 0);
+}
+
+/* A rule whose host grows in its xn-- form past 1024 bytes is refused: its
+ * printed form would not read back. One that fits prints in full. */
+static void test_rule_line_length(void **state)
+{
+    (void)state;
+    char line[1100], buf[SL_ENTRY_LINE_MAX + 1];
+    size_t n = (size_t)snprintf(line, sizeof line, "GET example.org/");
+    memset(line + n, 'a', 1024 - n);
+    line[1024] = '\0';
+    sl_allowlist *al = sl_allowlist_new();
+    assert_true(sl_allowlist_add_line(al, line, 1024, "f", 1, errbuf, sizeof errbuf));
+    assert_string_equal(sl_entry_format(sl_allowlist_entry(al, 0), buf, sizeof buf), line);
+    /* "ü" is 2 bytes written, "xn--tda" 7 once converted */
+    n = (size_t)snprintf(line, sizeof line, "GET \xc3\xbc.example/");
+    memset(line + n, 'a', 1024 - n);
+    assert_false(sl_allowlist_add_line(al, line, 1024, "f", 2, errbuf, sizeof errbuf));
+    assert_non_null(strstr(errbuf, "xn--"));
+    assert_int_equal(sl_allowlist_count(al), 1);
+    sl_allowlist_free(al);
+}
+
+/* ---- Request rules: matching ---- */
+
+static const char *const rule_list[] = {
+    /* 1 */ "GET,HEAD registry.npmjs.org/*",
+    /* 2 */ "registry.npmjs.org",                       /* shadowed */
+    /* 3 */ "GET api.github.com/repos/acme/*",
+    /* 4 */ "* .uploads.example/incoming/*",
+    /* 5 */ "PUT x.uploads.example/special/*",          /* after line 4: never first */
+    /* 6 */ "GET *.cdn.example/assets/*",
+    /* 7 */ "POST b.cdn.example/api",
+    /* 8 */ "b.cdn.example:8443",                       /* another port: plain */
+    /* 9 */ "GET ports.example:8443/*",
+    /* 10 */ "ports.example",                           /* 443: plain, not inspected */
+    /* 11 */ "GET 198.51.100.7/ip/*",
+    /* 12 */ "plain.example",
+    /* 13 */ "GET api.github.com/*/issues",             /* after line 3 */
+    /* 14 */ "* api.github.com/gists",
+};
+
+typedef struct rmatch_case {
+    const char *host;
+    int port;
+    bool connect;
+    sl_match_result want;
+    int line;              /* sl_allowlist_match's rule */
+} rmatch_case;
+
+#define INS SL_MATCH_INSPECTED
+
+static const rmatch_case rmatch_cases[] = {
+    {"registry.npmjs.org", 443, C, INS, 1},    /* rules narrow: line 2 allows nothing more */
+    {"registry.npmjs.org", 80, H, INS, 1},     /* plain HTTP is matched against rules too */
+    {"registry.npmjs.org", 8443, C, PNA, 0},
+    {"api.github.com", 443, C, INS, 3},
+    {"uploads.example", 443, C, INS, 4},
+    {"x.uploads.example", 443, C, INS, 4},     /* first in insertion order, across host forms */
+    {"cdn.example", 443, C, NO, 0},            /* *.cdn.example is not cdn.example */
+    {"a.cdn.example", 443, C, INS, 6},
+    {"b.cdn.example", 443, C, INS, 6},         /* line 6 before line 7, though 7 is exact */
+    {"b.cdn.example", 8443, C, A, 8},          /* no rule for that port: the plain entry */
+    {"ports.example", 8443, C, INS, 9},
+    {"ports.example", 443, C, A, 10},
+    {"ports.example", 80, H, A, 10},
+    {"ports.example", 22, C, PNA, 0},
+    {"198.51.100.7", 443, C, INS, 11},
+    {"198.51.100.8", 443, C, NO, 0},
+    {"plain.example", 443, C, A, 12},
+    {"other.example", 443, C, NO, 0},
+};
+
+typedef struct request_case {
+    const char *host;
+    int port;
+    bool connect;
+    const char *method, *path;
+    int line;              /* 0: rule_not_matched */
+} request_case;
+
+static const request_case request_cases[] = {
+    {"registry.npmjs.org", 443, C, "GET", "/is-number", 1},
+    {"registry.npmjs.org", 443, C, "HEAD", "/", 1},
+    {"registry.npmjs.org", 443, C, "PUT", "/is-number", 0},     /* npm publish */
+    {"registry.npmjs.org", 443, C, "get", "/is-number", 0},     /* methods are exact */
+    {"registry.npmjs.org", 80, H, "GET", "/x", 1},
+    {"registry.npmjs.org", 8443, C, "GET", "/x", 0},            /* no rule for that port */
+    {"api.github.com", 443, C, "GET", "/repos/acme/widget", 3},
+    {"api.github.com", 443, C, "GET", "/repos/acme", 0},
+    {"api.github.com", 443, C, "GET", "/repos/other/widget", 0},
+    {"api.github.com", 443, C, "GET", "/repos/acme/x/issues", 3},  /* 3 before 13 */
+    {"api.github.com", 443, C, "GET", "/repos/other/issues", 13},
+    {"api.github.com", 443, C, "POST", "/repos/acme/x", 0},
+    {"api.github.com", 443, C, "POST", "/gists", 14},
+    {"api.github.com", 443, C, "POST", "/gists/1", 0},
+    {"uploads.example", 443, C, "PUT", "/incoming/a.tar", 4},
+    {"x.uploads.example", 443, C, "PUT", "/special/a", 5},
+    {"x.uploads.example", 443, C, "PUT", "/incoming/a", 4},
+    {"x.uploads.example", 443, C, "DELETE", "/special/a", 0},
+    {"b.cdn.example", 443, C, "GET", "/assets/x.js", 6},
+    {"b.cdn.example", 443, C, "POST", "/api", 7},
+    {"b.cdn.example", 443, C, "POST", "/api/", 0},
+    {"a.cdn.example", 443, C, "POST", "/api", 0},
+    {"b.cdn.example", 8443, C, "GET", "/assets/x.js", 0},       /* not inspected on 8443 */
+    {"ports.example", 8443, C, "GET", "/x", 9},
+    {"ports.example", 443, C, "GET", "/x", 0},
+    {"198.51.100.7", 443, C, "GET", "/ip/1", 11},
+    {"198.51.100.7", 80, H, "GET", "/ip/1", 11},
+    {"plain.example", 443, C, "GET", "/", 0},                   /* not inspected at all */
+    {"other.example", 443, C, "GET", "/", 0},
+};
+
+static void test_rule_match(void **state)
+{
+    (void)state;
+    sl_allowlist *al = load_lines(rule_list, sizeof rule_list / sizeof rule_list[0]);
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof rmatch_cases / sizeof rmatch_cases[0]; i++) {
+        const rmatch_case *c = &rmatch_cases[i];
+        sl_host h;
+        const char *err;
+        assert_true(sl_host_parse(c->host, strlen(c->host), &h, &err));
+        const sl_entry *rule = (const sl_entry *)1;
+        sl_match_result r = sl_allowlist_match(al, &h, c->port, c->connect, &cp, &hp, &rule);
+        int line = rule ? rule->line : 0;
+        if (r != c->want || line != c->line) {
+            print_error("%s %s:%d: result %d line %d, expected %d line %d\n",
+                        c->connect ? "CONNECT" : "HTTP", c->host, c->port, (int)r, line, (int)c->want,
+                        c->line);
+            bad++;
+        }
+    }
+    for (size_t i = 0; i < sizeof request_cases / sizeof request_cases[0]; i++) {
+        const request_case *c = &request_cases[i];
+        sl_host h;
+        const char *err;
+        assert_true(sl_host_parse(c->host, strlen(c->host), &h, &err));
+        const sl_entry *rule = (const sl_entry *)1;
+        sl_match_result r = sl_allowlist_match_request(al, &h, c->port, c->connect, &cp, &hp,
+                                                       c->method, c->path, strlen(c->path), &rule);
+        int line = rule ? rule->line : 0;
+        sl_match_result want = c->line ? A : SL_MATCH_RULE_NOT_MATCHED;
+        if (r != want || line != c->line) {
+            print_error("%s %s:%d %s %s: result %d line %d, expected line %d\n",
+                        c->connect ? "CONNECT" : "HTTP", c->host, c->port, c->method, c->path, (int)r,
+                        line, c->line);
+            bad++;
+        }
+    }
+    sl_allowlist_free(al);
+    assert_int_equal(bad, 0);
+}
+
+/* A list without rules answers every request with rule_not_matched, and
+ * a rule-free host is matched as before. */
+static void test_rule_match_no_rules(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {"example.org"};
+    sl_allowlist *al = load_lines(lines, 1);
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    sl_host h;
+    const char *err;
+    const sl_entry *rule;
+    assert_true(sl_host_parse("example.org", 11, &h, &err));
+    assert_int_equal(sl_allowlist_match(al, &h, 443, true, &cp, &hp, &rule), A);
+    assert_int_equal(sl_allowlist_match_request(al, &h, 443, true, &cp, &hp, "GET", "/", 1, &rule),
+                     SL_MATCH_RULE_NOT_MATCHED);
+    assert_null(rule);
+    sl_allowlist_free(al);
+}
+
+/* Many rules for other hosts do not change the answer, and one host's
+ * rules are still tried in their order. */
+static void test_rule_match_big(void **state)
+{
+    (void)state;
+    sl_allowlist *al = sl_allowlist_new();
+    char line[128];
+    for (int i = 0; i < 20000; i++) {
+        snprintf(line, sizeof line, "GET h%d.example/p%d/*", i, i);
+        assert_true(sl_allowlist_add_line(al, line, strlen(line), "big", i + 1, errbuf, sizeof errbuf));
+    }
+    for (int i = 0; i < 50; i++) {
+        snprintf(line, sizeof line, "GET .one.example/v%d/*", i);
+        assert_true(sl_allowlist_add_line(al, line, strlen(line), "big", 20001 + i, errbuf,
+                                          sizeof errbuf));
+    }
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    sl_host h;
+    const char *err;
+    const sl_entry *rule;
+    assert_true(sl_host_parse("h777.example", 12, &h, &err));
+    assert_int_equal(sl_allowlist_match(al, &h, 443, true, &cp, &hp, &rule), INS);
+    assert_int_equal(rule->line, 778);
+    assert_int_equal(sl_allowlist_match_request(al, &h, 443, true, &cp, &hp, "GET", "/p777/x", 7, &rule), A);
+    assert_int_equal(rule->line, 778);
+    assert_int_equal(sl_allowlist_match_request(al, &h, 443, true, &cp, &hp, "GET", "/p778/x", 7, &rule),
+                     SL_MATCH_RULE_NOT_MATCHED);
+    assert_true(sl_host_parse("a.one.example", 13, &h, &err));
+    assert_int_equal(sl_allowlist_match_request(al, &h, 443, true, &cp, &hp, "GET", "/v49/x", 6, &rule), A);
+    assert_int_equal(rule->line, 20050);
+    sl_allowlist_free(al);
+}
+
+/* ---- Shadowing, overlaps ---- */
+
+static char g_reports[16][1400];
+static int g_nreports;
+
+static void collect_report(void *ctx, const char *msg)
+{
+    (void)ctx;
+    if (g_nreports < 16)
+        snprintf(g_reports[g_nreports], sizeof g_reports[0], "%s", msg);
+    g_nreports++;
+}
+
+static void test_warnings(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        /* 1 */ "registry.npmjs.org",           /* shadowed by 3 */
+        /* 2 */ ".npmjs.org",                   /* shadowed for registry.npmjs.org */
+        /* 3 */ "GET registry.npmjs.org/*",
+        /* 4 */ "registry.npmjs.org:8443",      /* another port: not shadowed */
+        /* 5 */ "example.org",                  /* nothing to do with the rules */
+        /* 6 */ "GET *.cdn.example/*",
+        /* 7 */ "cdn.example",                  /* the apex is not under *.cdn.example */
+        /* 8 */ "a.b.cdn.example",              /* shadowed by 6 */
+        /* 9 */ "*.cdn.example",                /* shadowed by 6 */
+        /* 10 */ "GET .cdn.example/x",
+        /* 11 */ "cdn.example:8443",
+        /* 12 */ "198.51.100.7",                /* shadowed by 13 */
+        /* 13 */ "GET 198.51.100.7/*",
+        /* 14 */ "198.51.100.8",
+    };
+    sl_allowlist *al = load_lines(lines, sizeof lines / sizeof lines[0]);
+    g_nreports = 0;
+    sl_allowlist_warnings(al, collect_report, NULL);
+    for (int i = 0; i < g_nreports && i < 16; i++)
+        print_message("  %s\n", g_reports[i]);
+    assert_int_equal(g_nreports, 6);
+    assert_true(starts_with(g_reports[0], "match.txt:1: warning: 'registry.npmjs.org' is shadowed by the "
+                                          "request rules for 'registry.npmjs.org' (first: match.txt:3)"));
+    assert_true(starts_with(g_reports[1], "match.txt:2: warning: '.npmjs.org'"));
+    assert_non_null(strstr(g_reports[1], "'registry.npmjs.org' (first: match.txt:3)"));
+    assert_true(starts_with(g_reports[2], "match.txt:7: warning: 'cdn.example'"));
+    assert_non_null(strstr(g_reports[2], "(first: match.txt:10)"));
+    assert_true(starts_with(g_reports[3], "match.txt:8: warning: 'a.b.cdn.example'"));
+    assert_non_null(strstr(g_reports[3], "(first: match.txt:6)"));
+    assert_true(starts_with(g_reports[4], "match.txt:9: warning: '*.cdn.example'"));
+    assert_non_null(strstr(g_reports[4], "(first: match.txt:6)"));
+    assert_true(starts_with(g_reports[5], "match.txt:12: warning: '198.51.100.7'"));
+    sl_allowlist_free(al);
+
+    /* No rules, no warnings. */
+    static const char *const plain[] = {"a.example", "a.example"};
+    al = load_lines(plain, 2);
+    g_nreports = 0;
+    sl_allowlist_warnings(al, collect_report, NULL);
+    assert_int_equal(g_nreports, 0);
+    sl_allowlist_free(al);
+}
+
+static void test_hosts_overlap(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *a, *b;
+        bool overlap;
+    } cases[] = {
+        {"a.example", "a.example", true},
+        {"a.example", "b.example", false},
+        {"a.example", ".a.example", true},
+        {"a.example", "*.a.example", false},
+        {"x.a.example", "*.a.example", true},
+        {"x.y.a.example", ".a.example", true},
+        {"*.a.example", ".a.example", true},
+        {"*.a.example", "*.b.a.example", true},
+        {"*.a.example", ".b.a.example", true},
+        {".a.example", ".b.example", false},
+        {"*.a.example", "*.xa.example", false},
+        {"xa.example", ".a.example", false},
+        {"203.0.113.7", "203.0.113.7:443", true},   /* ports aside */
+        {"203.0.113.7", "203.0.113.8", false},
+        {"[2001:db8::7]", "[2001:db8:0::7]", true},
+        {"[::ffff:203.0.113.7]", "203.0.113.7", false},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static const char *lines[2];
+        lines[0] = cases[i].a;
+        lines[1] = cases[i].b;
+        sl_allowlist *al = load_lines(lines, 2);
+        const sl_entry *a = sl_allowlist_entry(al, 0), *b = sl_allowlist_entry(al, 1);
+        if (sl_entry_hosts_overlap(a, b) != cases[i].overlap ||
+            sl_entry_hosts_overlap(b, a) != cases[i].overlap) {
+            print_error("overlap('%s', '%s') != %d\n", cases[i].a, cases[i].b, cases[i].overlap);
+            bad++;
+        }
+        sl_allowlist_free(al);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* sl_allowlist_overlaps finds every overlapping pair once, as the
+ * pairwise check does, over a list of mixed forms. */
+typedef struct pairs {
+    const sl_allowlist *al;
+    unsigned char seen[64][64];
+} pairs;
+
+static void note_pair(void *ctx, const sl_entry *a, const sl_entry *b)
+{
+    pairs *p = ctx;
+    p->seen[sl_allowlist_index(p->al, a)][sl_allowlist_index(p->al, b)]++;
+}
+
+static void test_overlaps_enumeration(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "a.example", ".a.example", "*.a.example", "x.a.example", "*.x.a.example", ".c.example",
+        "b.example", "*.c.example", "GET a.example/*", "GET .x.a.example/*", "GET *.b.example/*",
+        "GET example/*", "GET y.x.a.example/", "GET 203.0.113.7/*", "203.0.113.7:8443",
+        "GET .c.example/*", "GET *.a.example/*", "c.example", "GET z.c.example/*", "y.z.c.example",
+        "GET *.y.z.c.example/*", "example",
+    };
+    size_t n = sizeof lines / sizeof lines[0];
+    sl_allowlist *al = load_lines(lines, n);
+    static pairs p;
+    memset(&p, 0, sizeof p);
+    p.al = al;
+    sl_allowlist_overlaps(al, false, al, true, note_pair, &p);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            const sl_entry *a = sl_allowlist_entry(al, i), *b = sl_allowlist_entry(al, j);
+            int want = !sl_entry_is_rule(a) && sl_entry_is_rule(b) && sl_entry_hosts_overlap(a, b);
+            if (p.seen[i][j] != want) {
+                print_error("pair ('%s', '%s') seen %d times, expected %d\n", lines[i], lines[j],
+                            p.seen[i][j], want);
+                bad++;
+            }
+        }
+    sl_allowlist_free(al);
+    assert_int_equal(bad, 0);
+}
+
+/* ---- Suggested rules ---- */
+
+typedef struct suggest_rule_case {
+    const char *host;
+    int port;
+    bool connect;
+    const char *method, *path;
+    const char *want;      /* NULL: no line */
+} suggest_rule_case;
+
+static const suggest_rule_case suggest_rule_cases[] = {
+    {"registry.npmjs.org", 443, C, "PUT", "/is-number", "PUT registry.npmjs.org/is-number"},
+    {"registry.npmjs.org", 80, H, "GET", "/a/b", "GET registry.npmjs.org/a/b"},
+    {"registry.npmjs.org", 8443, C, "GET", "/", "GET registry.npmjs.org:8443/"},
+    {"registry.npmjs.org", 443, H, "GET", "/", "GET registry.npmjs.org:443/"},
+    {"api.github.com", 443, C, "get", "/x", "* api.github.com/x"},     /* not a rule's method */
+    {"api.github.com", 443, C, "M.X", "/x", "* api.github.com/x"},
+    {"api.github.com", 443, C, "GET", "/a*b", "GET api.github.com/a*"},  /* '*' is not literal */
+    {"api.github.com", 443, C, "GET", "/a%2Bb", "GET api.github.com/a%2Bb"},
+    {"93.184.216.34", 443, C, "GET", "/x", "GET 93.184.216.34/x"},
+    {"[2c0f:fff0::1]", 8443, C, "GET", "/x", "GET [2c0f:fff0::1]:8443/x"},
+    {"10.0.0.1", 443, C, "GET", "/x", NULL},                           /* non-public */
+    {"169.254.169.254", 80, H, "GET", "/latest/meta-data", NULL},
+    {"api.github.com", 443, C, "GET", "/a/../b", NULL},                /* ambiguous */
+    {"api.github.com", 443, C, "GET", "//", NULL},
+};
+
+static void test_suggest_rule(void **state)
+{
+    (void)state;
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    int bad = 0;
+    for (size_t i = 0; i < sizeof suggest_rule_cases / sizeof suggest_rule_cases[0]; i++) {
+        const suggest_rule_case *c = &suggest_rule_cases[i];
+        sl_host h;
+        const char *err;
+        assert_true(sl_host_parse(c->host, strlen(c->host), &h, &err));
+        char buf[SL_ENTRY_LINE_MAX + 1] = "stale";
+        bool ok = sl_allowlist_suggest_rule(&h, c->port, c->connect, &cp, &hp, c->method, c->path,
+                                            strlen(c->path), buf, sizeof buf);
+        if (ok != (c->want != NULL) || strcmp(buf, c->want ? c->want : "") != 0) {
+            print_error("suggest %s %s:%d%s: '%s', expected '%s'\n", c->method, c->host, c->port,
+                        c->path, buf, c->want ? c->want : "");
+            bad++;
+            continue;
+        }
+        if (!ok)
+            continue;
+        /* The line parses, and it allows the request. */
+        sl_allowlist *al = sl_allowlist_new();
+        const sl_entry *rule;
+        if (!sl_allowlist_add_line(al, buf, strlen(buf), "s", 1, errbuf, sizeof errbuf) ||
+            sl_allowlist_match_request(al, &h, c->port, c->connect, &cp, &hp, c->method, c->path,
+                                       strlen(c->path), &rule) != A) {
+            print_error("suggested '%s' does not allow %s %s\n", buf, c->method, c->path);
+            bad++;
+        }
+        sl_allowlist_free(al);
+    }
+    assert_int_equal(bad, 0);
+}
+
+/* A long path is cut with '*' where the room ends, never inside an escape;
+ * the line still parses and allows the request. */
+static void test_suggest_rule_long(void **state)
+{
+    (void)state;
+    sl_ports cp, hp;
+    parse_ports("443", &cp);
+    parse_ports("80", &hp);
+    sl_host h;
+    const char *err;
+    assert_true(sl_host_parse("x.example", 9, &h, &err));
+    static char path[8192];
+    int bad = 0;
+    for (size_t shift = 0; shift < 3; shift++) {
+        /* "/" then "%41" repeated, shifted so that the cut falls on each
+         * byte of an escape in turn */
+        size_t n = 0;
+        path[n++] = '/';
+        for (size_t i = 0; i < shift; i++)
+            path[n++] = 'b';
+        while (n + 3 < sizeof path) {
+            memcpy(path + n, "%41", 3);
+            n += 3;
+        }
+        for (size_t cap = 40; cap <= SL_ENTRY_LINE_MAX + 8; cap += cap < 60 ? 1 : 487) {
+            char buf[SL_ENTRY_LINE_MAX + 16];
+            if (!sl_allowlist_suggest_rule(&h, 443, true, &cp, &hp, "GET", path, n, buf, cap)) {
+                print_error("no suggestion with cap %zu\n", cap);
+                bad++;
+                continue;
+            }
+            sl_allowlist *al = sl_allowlist_new();
+            const sl_entry *rule;
+            if (strlen(buf) >= cap || strlen(buf) > SL_ENTRY_LINE_MAX || buf[strlen(buf) - 1] != '*' ||
+                !sl_allowlist_add_line(al, buf, strlen(buf), "s", 1, errbuf, sizeof errbuf) ||
+                sl_allowlist_match_request(al, &h, 443, true, &cp, &hp, "GET", path, n, &rule) != A) {
+                print_error("cap %zu: '%s' (%s)\n", cap, buf, errbuf);
+                bad++;
+            }
+            sl_allowlist_free(al);
+        }
+    }
+    char tiny[8];
+    assert_false(sl_allowlist_suggest_rule(&h, 443, true, &cp, &hp, "GET", "/", 1, tiny, sizeof tiny));
+    assert_string_equal(tiny, "");
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -799,6 +1428,17 @@ int main(void)
         cmocka_unit_test(test_file_interned),
         cmocka_unit_test(test_suggest),
         cmocka_unit_test(test_format_long),
+        cmocka_unit_test(test_rule_lines),
+        cmocka_unit_test(test_rule_lines_bad),
+        cmocka_unit_test(test_rule_line_length),
+        cmocka_unit_test(test_rule_match),
+        cmocka_unit_test(test_rule_match_no_rules),
+        cmocka_unit_test(test_rule_match_big),
+        cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_hosts_overlap),
+        cmocka_unit_test(test_overlaps_enumeration),
+        cmocka_unit_test(test_suggest_rule),
+        cmocka_unit_test(test_suggest_rule_long),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

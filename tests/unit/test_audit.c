@@ -153,7 +153,7 @@ static void lw_raw(lw *w, const char *s, size_t n)
 /* body: a JSON object without its closing brace */
 static void lw_put(lw *w, const char *body)
 {
-    char text[8192], next[65], line[8400];
+    char text[32768], next[65], line[33000];
     int n;
     if (w->seq == 0)
         n = snprintf(text, sizeof text, "%s,\"stream\":\"%s\",\"seq\":1}", body, w->stream);
@@ -203,6 +203,47 @@ static void lw_close_line(lw *w, const char *id, long long up, long long down)
              "{\"ts\":\"%s\",\"event\":\"close\",\"id\":\"%s\",\"bytes_up\":%lld,\"bytes_down\":%lld,"
              "\"duration_ms\":12.5,\"end\":\"client_eof\"",
              t, id, up, down);
+    lw_put(w, body);
+}
+
+/* The CONNECT of an inspected tunnel (SPEC part 2): its decision line. */
+static void lw_tunnel(lw *w, const char *id, const char *host, int port)
+{
+    lw_decision(w, id, "127.0.0.1:40100", "CONNECT", host, port, true, "inspected");
+}
+
+/* A request line inside tunnel `id`. path and credential are JSON text as
+ * they appear between the quotes (escapes and all); credential NULL: none. */
+static void lw_request(lw *w, const char *id, int n, const char *method, const char *host, const char *path,
+                       bool allow, const char *reason, const char *credential)
+{
+    static char body[30000];
+    char t[40], cred[200] = "";
+    ts(t);
+    if (credential)
+        snprintf(cred, sizeof cred, ",\"credential\":\"%s\"", credential);
+    snprintf(body, sizeof body,
+             "{\"ts\":\"%s\",\"event\":\"request\",\"id\":\"%s\",\"n\":%d,\"method\":\"%s\",\"host\":\"%s\","
+             "\"path\":\"%s\",\"decision\":\"%s\",\"reason\":\"%s\"%s%s,\"status\":%d,\"bytes_up\":311,"
+             "\"bytes_down\":1830,\"duration_ms\":41.2%s",
+             t, id, n, method, host, path, allow ? "allow" : "deny", reason,
+             allow ? ",\"rule\":\"allow.txt:4\"" : "", cred, allow ? 200 : 403,
+             allow ? "" : ",\"detail\":\"no rule allows it\"");
+    lw_put(w, body);
+}
+
+/* A plain-HTTP request to an inspected host: a decision line with a path. */
+static void lw_plain_rule(lw *w, const char *id, const char *host, int port, const char *method, const char *path,
+                          bool allow)
+{
+    char body[4096], t[40];
+    ts(t);
+    snprintf(body, sizeof body,
+             "{\"ts\":\"%s\",\"event\":\"decision\",\"id\":\"%s\",\"client\":\"127.0.0.1:40200\","
+             "\"method\":\"%s\",\"host\":\"%s\",\"port\":%d,\"decision\":\"%s\",\"reason\":\"%s\","
+             "\"path\":\"%s\"%s",
+             t, id, method, host, port, allow ? "allow" : "deny", allow ? "rule" : "rule_not_matched", path,
+             allow ? ",\"rule\":\"allow.txt:9\",\"addr\":\"11.0.0.1\"" : "");
     lw_put(w, body);
 }
 
@@ -1180,6 +1221,564 @@ static void test_follow_keeps_reading_across_rotation(void **state)
     assert_string_equal(out_text, "ok: 40 lines, stream " STREAM_B "\n");
 }
 
+
+/* ---- tests: inspected requests ---- */
+
+/* A row of the summary's "inspected" array, or NULL. */
+static json_t *find_row(json_t *rows, const char *host, long long port, const char *method, const char *path)
+{
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *w = json_array_get(rows, i);
+        json_t *p = json_object_get(w, "port");
+        if (strcmp(json_string_value(json_object_get(w, "host")), host) == 0 &&
+            (port < 0 ? json_is_null(p) : json_integer_value(p) == port) &&
+            strcmp(json_string_value(json_object_get(w, "method")), method) == 0 &&
+            strcmp(json_string_value(json_object_get(w, "path")), path) == 0)
+            return w;
+    }
+    return NULL;
+}
+
+static json_t *need_row(json_t *rows, const char *host, long long port, const char *method, const char *path)
+{
+    json_t *w = find_row(rows, host, port, method, path);
+    if (!w)
+        fail_msg("no row %s:%lld %s %s in %s", host, port, method, path, json_dumps(rows, 0));
+    return w;
+}
+
+static void inspected_log(lw *w)
+{
+    lw_tunnel(w, "t1", "registry.test", 443);
+    lw_request(w, "t1", 1, "GET", "registry.test", "/is-number", true, "rule", "npm");
+    lw_request(w, "t1", 2, "GET", "registry.test", "/is-number", true, "rule", "npm");
+    lw_request(w, "t1", 3, "GET", "registry.test", "/is-number/-/is-number-7.0.0.tgz", true, "rule", "npm");
+    lw_request(w, "t1", 4, "PUT", "registry.test", "/is-number", false, "rule_not_matched", NULL);
+    lw_request(w, "t1", 5, "GET", "registry.test", "/repos/acme/widgets/issues", false, "rule_not_matched", NULL);
+    lw_request(w, "t1", 6, "GET", "registry.test", "/repos/acme/gadgets", false, "rule_not_matched", NULL);
+    lw_request(w, "t1", 7, "GET", "registry.test", "/a/%2e%2e/b", false, "bad_request", NULL);
+    lw_close_line(w, "t1", 4000, 9000);
+    lw_tunnel(w, "t2", "api.test", 8443);
+    lw_request(w, "t2", 1, "GET", "api.test", "/repos/acme/x", true, "rule", "gh");
+    lw_close_line(w, "t2", 10, 20);
+    lw_plain_rule(w, "p1", "registry.test", 80, "GET", "/plain", true);
+    lw_close_line(w, "p1", 5, 50);
+}
+
+static void test_request_lines_count_for_their_tunnel_and_in_rows(void **state)
+{
+    (void)state;
+    lw w;
+    lw_start(&w, tpath("i.log"), STREAM_A, false);
+    inspected_log(&w);
+    lw_close(&w);
+    assert_int_equal(audit("--summary", "--json", tpath("i.log"), NULL), 0);
+    assert_string_equal(err_text, "");
+    json_t *j = out_json();
+    json_t *t = json_object_get(j, "totals");
+    assert_int_equal(jint(t, "requests"), 2 + 8 + 1);        /* two CONNECTs, eight requests inside, one plain */
+    assert_int_equal(jint(t, "allowed"), 2 + 4 + 1);
+    assert_int_equal(jint(t, "denied"), 4);
+    assert_int_equal(jint(t, "inspected_requests"), 8 + 1);
+    /* bytes come from close lines only: the request lines' bytes are in them */
+    assert_int_equal(jint(t, "bytes_up"), 4000 + 10 + 5);
+    assert_int_equal(jint(j, "requests_without_tunnel"), 0);
+    assert_int_equal(jint(j, "unmatched_closes"), 0);
+
+    json_t *hosts = json_object_get(j, "hosts"), *reg = NULL;
+    for (size_t i = 0; i < json_array_size(hosts); i++) {
+        json_t *h = json_array_get(hosts, i);
+        if (strcmp(json_string_value(json_object_get(h, "host")), "registry.test") == 0 && jint(h, "port") == 443)
+            reg = h;
+    }
+    assert_non_null(reg);
+    json_t *rs = json_object_get(reg, "reasons");
+    assert_int_equal(jint(rs, "inspected"), 1);
+    assert_int_equal(jint(rs, "rule"), 3);
+    assert_int_equal(jint(rs, "rule_not_matched"), 3);
+    assert_int_equal(jint(rs, "bad_request"), 1);
+    assert_int_equal(jint(reg, "bytes_down"), 9000);
+
+    json_t *rows = json_object_get(j, "inspected");
+    assert_int_equal(json_array_size(rows), 7);
+    json_t *r = need_row(rows, "registry.test", 443, "GET", "/is-number");
+    assert_int_equal(jint(r, "allowed"), 2);
+    assert_int_equal(jint(r, "denied"), 0);
+    json_t *creds = json_object_get(r, "credentials");
+    assert_int_equal(json_array_size(creds), 1);
+    assert_string_equal(json_string_value(json_array_get(creds, 0)), "npm");
+    assert_int_equal(jint(need_row(rows, "registry.test", 443, "GET", "/is-number/-/*"), "allowed"), 1);
+    r = need_row(rows, "registry.test", 443, "PUT", "/is-number");
+    assert_int_equal(jint(r, "denied"), 1);
+    assert_int_equal(json_array_size(json_object_get(r, "credentials")), 0);
+    /* the first two segments, then '*': both paths share a row */
+    r = need_row(rows, "registry.test", 443, "GET", "/repos/acme/*");
+    assert_int_equal(jint(r, "denied"), 2);
+    assert_true(json_is_true(json_object_get(r, "prefix")));
+    assert_true(json_is_false(json_object_get(need_row(rows, "registry.test", 443, "PUT", "/is-number"), "prefix")));
+    assert_int_equal(jint(need_row(rows, "registry.test", 443, "GET", "/a/%2e%2e/*"), "denied"), 1);
+    r = need_row(rows, "api.test", 8443, "GET", "/repos/acme/*");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(r, "credentials"), 0)), "gh");
+    assert_int_equal(jint(need_row(rows, "registry.test", 80, "GET", "/plain"), "allowed"), 1);
+    json_decref(j);
+
+    /* the table says the same */
+    assert_int_equal(audit(tpath("i.log"), NULL), 0);
+    assert_non_null(strstr(out_text, "INSPECTED HOST:PORT"));
+    assert_true(line_with("registry.test:443 ", "  GET     /repos/acme/*  "));
+    assert_true(line_with("registry.test:443 ", "  GET     /is-number "));
+    assert_true(line_with("registry.test:443 ", "  PUT     /is-number "));
+    assert_true(line_with("api.test:8443 ", "  gh"));
+    assert_true(line_with("registry.test:443 ", "inspected 1"));
+
+    /* rule_not_matched is a refusal like the others */
+    assert_int_equal(audit("--denied", "--json", tpath("i.log"), NULL), 0);
+    j = out_json();
+    json_t *d = json_object_get(j, "denied");
+    json_t *top = json_array_get(d, 0);
+    assert_string_equal(json_string_value(json_object_get(top, "reason")), "rule_not_matched");
+    assert_string_equal(json_string_value(json_object_get(top, "host")), "registry.test");
+    assert_int_equal(jint(top, "count"), 3);
+    json_decref(j);
+    assert_int_equal(audit("--denied", tpath("i.log"), NULL), 0);
+    assert_true(line_with("      3  registry.test:443", "rule_not_matched"));
+
+    /* the chain covers request lines like any other */
+    assert_int_equal(audit("--verify", tpath("i.log"), NULL), 0);
+    char want[100];
+    snprintf(want, sizeof want, "ok: %llu lines, stream " STREAM_A "\n", w.seq);
+    assert_string_equal(out_text, want);
+}
+
+static void test_verify_names_a_tampered_request_line(void **state)
+{
+    (void)state;
+    lw w;
+    lw_start(&w, tpath("v.log"), STREAM_A, false);
+    inspected_log(&w);
+    lw_close(&w);
+    lines l;
+    read_lines(tpath("v.log"), &l);
+    /* line 6: PUT /is-number refused; make it look allowed */
+    assert_non_null(strstr(l.v[4], "\"method\":\"PUT\""));
+    char *dec = strstr(l.v[4], "\"decision\":\"deny\"");
+    assert_non_null(dec);
+    memcpy(dec, "\"decision\":\"allo\"", 17);
+    write_lines(tpath("v-edit.log"), &l, true);
+    expect_break("v-edit.log", 5, "chain mismatch");
+    free_lines(&l);
+
+    /* a path edited by one byte */
+    read_lines(tpath("v.log"), &l);
+    char *p = strstr(l.v[5], "/repos/acme/widgets");
+    assert_non_null(p);
+    p[1] = 'R';
+    write_lines(tpath("v-path.log"), &l, true);
+    expect_break("v-path.log", 6, "chain mismatch");
+    free_lines(&l);
+
+    /* a request line deleted */
+    read_lines(tpath("v.log"), &l);
+    free(l.v[3]);
+    memmove(&l.v[3], &l.v[4], (l.n - 4) * sizeof l.v[0]);
+    l.n--;
+    write_lines(tpath("v-del.log"), &l, true);
+    expect_break("v-del.log", 4, "seq 5 follows seq 3");
+    free_lines(&l);
+}
+
+/* Every line of --suggest output that is not a comment is a request rule
+ * "METHOD HOST[:PORT]PATH  # ...": the host part is a valid allowlist entry
+ * (checked by the allowlist itself), the path holds only what a rule can,
+ * with '*' only at its end. */
+static size_t check_rule_lines(const char *text, char entries[][1100], size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchrnul(p, '\n');
+        size_t len = (size_t)(nl - p);
+        if (len && p[0] != '#') {
+            const char *hash = memchr(p, '#', len);
+            assert_non_null(hash);
+            size_t el = (size_t)(hash - p);
+            while (el && p[el - 1] == ' ')
+                el--;
+            assert_true(n < cap && el < 1100);
+            snprintf(entries[n], 1100, "%.*s", (int)el, p);
+            const char *sp = strchr(entries[n], ' ');
+            assert_non_null(sp);
+            assert_int_equal(strspn(entries[n], "ABCDEFGHIJKLMNOPQRSTUVWXYZ"), (size_t)(sp - entries[n]));
+            const char *slash = strchr(sp + 1, '/');
+            if (sp[1] == '[')
+                slash = strchr(strchr(sp, ']'), '/');
+            assert_non_null(slash);
+            sl_allowlist *al = sl_allowlist_new();
+            char err[300];
+            if (!sl_allowlist_add_line(al, sp + 1, (size_t)(slash - sp - 1), "suggest", 1, err, sizeof err))
+                fail_msg("host of %s is not an allowlist entry: %s", entries[n], err);
+            /* Once the allowlist reads request rules, the whole line must be one. */
+            static const char probe[] = "GET example.org/x";
+            if (sl_allowlist_add_line(al, probe, sizeof probe - 1, "probe", 1, err, sizeof err) &&
+                !sl_allowlist_add_line(al, entries[n], strlen(entries[n]), "suggest", 1, err, sizeof err))
+                fail_msg("%s is not a valid request rule: %s", entries[n], err);
+            sl_allowlist_free(al);
+            size_t pl = strlen(slash);
+            size_t ok = strspn(slash, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()+,;=:@/%*");
+            if (ok != pl)
+                fail_msg("byte %zu of the path of %s", ok, entries[n]);
+            const char *star = strchr(slash, '*');
+            assert_true(!star || star[1] == '\0');
+            assert_null(strchr(entries[n], '?'));
+            n++;
+        }
+        p = *nl ? nl + 1 : nl;
+    }
+    return n;
+}
+
+static bool has_rule(char entries[][1100], size_t n, const char *e)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(entries[i], e) == 0)
+            return true;
+    return false;
+}
+
+static void test_suggest_writes_request_rules_for_rule_not_matched(void **state)
+{
+    (void)state;
+    lw w;
+    lw_start(&w, tpath("r.log"), STREAM_A, false);
+    lw_tunnel(&w, "t1", "registry.test", 443);
+    int n = 1;
+    /* two paths under one prefix: the prefix */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/repos/acme/widgets/issues", false, "rule_not_matched", NULL);
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/repos/acme/gadgets", false, "rule_not_matched", NULL);
+    /* one path, tried three times: that path */
+    for (int i = 0; i < 3; i++)
+        lw_request(&w, "t1", n++, "GET", "registry.test", "/is-number/-/is-number-7.0.0.tgz", false,
+                   "rule_not_matched", NULL);
+    lw_request(&w, "t1", n++, "PUT", "registry.test", "/is-number", false, "rule_not_matched", NULL);
+    /* allowed with a credential: no line, and the name appears nowhere */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/ok", true, "rule", "npmsecretname");
+    /* refused, then allowed after a reload: nothing to add */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/later/x", false, "rule_not_matched", NULL);
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/later/x", true, "rule", "npmsecretname");
+    /* ... but another path under the same prefix allowed is not this one */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/later/y/z", false, "rule_not_matched", NULL);
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/later/y/w", true, "rule", NULL);
+    /* no line fixes these */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/a/%2e%2e/b", false, "bad_request", NULL);
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/tls", false, "upstream_tls_failed", NULL);
+    /* a '*' in a path cannot be written: the rule ends there */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/files/a*b", false, "rule_not_matched", NULL);
+    /* the same rule from a tunnel (443) and plain HTTP (80): one line */
+    lw_request(&w, "t1", n++, "GET", "registry.test", "/both", false, "rule_not_matched", NULL);
+    lw_close_line(&w, "t1", 1, 2);
+    lw_plain_rule(&w, "p1", "registry.test", 80, "GET", "/both", false);
+    lw_plain_rule(&w, "p2", "registry.test", 80, "HEAD", "/plain/x", false);
+    /* not a default port */
+    lw_tunnel(&w, "t2", "api.test", 8443);
+    lw_request(&w, "t2", 1, "GET", "api.test", "/user", false, "rule_not_matched", NULL);
+    /* a query string in a path (the gate logs none) is never written */
+    lw_request(&w, "t2", 2, "GET", "api.test", "/search?q=secret", false, "rule_not_matched", NULL);
+    /* many paths under one prefix */
+    for (int i = 0; i < 12; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/pkgs/many/p%d", i);
+        lw_request(&w, "t2", 3 + i, "GET", "api.test", path, false, "rule_not_matched", NULL);
+    }
+    lw_close_line(&w, "t2", 1, 2);
+    /* a tunnel whose origin failed TLS: its request is refused, never suggested */
+    lw_decision(&w, "t3", "127.0.0.1:7", "CONNECT", "badtls.test", 443, false, "upstream_tls_failed");
+    lw_request(&w, "t3", 1, "GET", "badtls.test", "/", false, "upstream_tls_failed", NULL);
+    /* an inspected host whose address is not public: never */
+    lw_tunnel(&w, "t4", "flip.test", 443);
+    lw_request(&w, "t4", 1, "GET", "flip.test", "/x", false, "rule_not_matched", NULL);
+    lw_decision(&w, "t5", "127.0.0.1:7", "CONNECT", "flip.test", 443, false, "non_public_address");
+    lw_close(&w);
+
+    assert_int_equal(audit("--suggest", tpath("r.log"), NULL), 0);
+    assert_string_equal(err_text, "");
+    char entries[32][1100];
+    size_t k = check_rule_lines(out_text, entries, 32);
+    static const char *want[] = {
+        "GET registry.test/repos/acme/*",
+        "GET registry.test/is-number/-/is-number-7.0.0.tgz",
+        "PUT registry.test/is-number",
+        "GET registry.test/later/y/z",
+        "GET registry.test/files/a*",
+        "GET registry.test/both",
+        "HEAD registry.test/plain/x",
+        "GET api.test:8443/user",
+        "GET api.test:8443/pkgs/many/*",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!has_rule(entries, k, want[i]))
+            fail_msg("no rule %s in:\n%s", want[i], out_text);
+    assert_int_equal(k, sizeof want / sizeof *want);
+    assert_true(line_with("GET registry.test/is-number/-/is-number-7.0.0.tgz ", "# 3 requests, rule_not_matched"));
+    assert_true(line_with("GET registry.test/repos/acme/* ", "# 2 requests, rule_not_matched, 2 paths"));
+    assert_true(line_with("GET api.test:8443/pkgs/many/* ", "more than 8 paths"));
+    assert_true(line_with("GET registry.test/files/a* ", "this rule allows more"));
+    assert_true(line_with("GET registry.test/both ", "# 2 requests"));
+    assert_null(strstr(out_text, "npmsecretname"));
+    assert_null(strstr(out_text, "secret"));
+    assert_null(strstr(out_text, "q="));
+    assert_null(strstr(out_text, "%2e"));
+    assert_null(strstr(out_text, "/tls"));
+    assert_null(strstr(out_text, "badtls"));
+    assert_null(strstr(out_text, "GET registry.test/later/x"));
+    assert_non_null(strstr(out_text, "# not suggested: GET api.test:8443/search?... (1 request): the gate refuses such a path ('?' in path"));
+    assert_non_null(strstr(out_text, "# not suggested: GET flip.test:443/x (1 request): refused as non_public_address"));
+
+    assert_int_equal(audit("--suggest", "--json", tpath("r.log"), NULL), 0);
+    json_t *j = out_json();
+    json_t *sug = json_object_get(j, "suggestions");
+    assert_int_equal(json_array_size(sug), k);
+    for (size_t i = 0; i < json_array_size(sug); i++) {
+        json_t *s = json_array_get(sug, i);
+        assert_true(json_is_true(json_object_get(s, "rule")));
+        assert_int_equal(jint(json_object_get(s, "reasons"), "rule_not_matched"), jint(s, "requests"));
+        const char *line = json_string_value(json_object_get(s, "line"));
+        json_t *methods = json_object_get(s, "methods");
+        if (strcmp(line, "GET registry.test/both") == 0) {
+            assert_int_equal(json_array_size(methods), 2);
+            assert_int_equal(jint(s, "paths"), 1);   /* from two rows: still one path */
+        }
+        if (strcmp(line, "HEAD registry.test/plain/x") == 0) {
+            assert_int_equal(json_array_size(methods), 1);
+            assert_string_equal(json_string_value(json_array_get(methods, 0)), "HTTP");
+        }
+        if (strcmp(line, "GET api.test:8443/pkgs/many/*") == 0) {
+            assert_int_equal(jint(s, "requests"), 12);
+            assert_true(json_is_true(json_object_get(s, "more_paths")));
+        }
+        if (strcmp(line, "GET registry.test/files/a*") == 0)
+            assert_true(json_is_true(json_object_get(s, "wider")));
+    }
+    json_t *skipped = json_object_get(j, "skipped");
+    bool saw_query = false;
+    for (size_t i = 0; i < json_array_size(skipped); i++) {
+        json_t *s = json_array_get(skipped, i);
+        json_t *path = json_object_get(s, "path");
+        if (path && strcmp(json_string_value(path), "/search") == 0)
+            saw_query = true;
+        assert_true(!path || !strchr(json_string_value(path), '?'));
+    }
+    assert_true(saw_query);
+    json_decref(j);
+
+    /* 8443 a default port for CONNECT, as a gate's config may say */
+    assert_int_equal(audit("--suggest", "--connect-ports", "443,8443", tpath("r.log"), NULL), 0);
+    k = check_rule_lines(out_text, entries, 32);
+    assert_true(has_rule(entries, k, "GET api.test/user"));
+}
+
+/* A log that starts inside a tunnel (its CONNECT line is in an older file
+ * not given): the host is known, its port is not. */
+static void test_request_lines_without_their_tunnel(void **state)
+{
+    (void)state;
+    lw w;
+    lw_start(&w, tpath("o.log"), STREAM_A, false);
+    lw_request(&w, "gone", 4, "GET", "registry.test", "/x/y", false, "rule_not_matched", NULL);
+    lw_request(&w, "gone", 5, "GET", "registry.test", "/x/y", true, "rule", NULL);
+    lw_request(&w, "gone", 6, "GET", "registry.test", "/x/z", false, "rule_not_matched", NULL);
+    lw_close_line(&w, "gone", 1, 2);
+    /* a cloud metadata address is never named, even without a port */
+    lw_request(&w, "gone2", 1, "GET", "169.254.169.254", "/latest/meta-data", false, "rule_not_matched", NULL);
+    lw_close(&w);
+    assert_int_equal(audit("--summary", "--json", tpath("o.log"), NULL), 0);
+    json_t *j = out_json();
+    assert_int_equal(jint(j, "requests_without_tunnel"), 4);
+    assert_int_equal(jint(j, "unmatched_closes"), 1);
+    json_t *rows = json_object_get(j, "inspected");
+    assert_int_equal(jint(need_row(rows, "registry.test", -1, "GET", "/x/y"), "allowed"), 1);
+    json_decref(j);
+    assert_int_equal(audit(tpath("o.log"), NULL), 0);
+    assert_non_null(strstr(out_text, "note: 4 request lines came from tunnels whose CONNECT line is in none"));
+    assert_int_equal(audit("--suggest", tpath("o.log"), NULL), 0);
+    char entries[4][1100];
+    assert_int_equal(check_rule_lines(out_text, entries, 4), 0);
+    assert_non_null(strstr(out_text, "# not suggested: GET registry.test/x/z (1 request): its port is unknown"));
+    /* allowed since */
+    assert_null(strstr(out_text, "/x/y"));
+    assert_null(strstr(out_text, "169.254"));
+}
+
+/* What an attacker who can write into a log may put in a path. */
+static const char *const hostile_paths[] = {
+    "/\\u001b]0;pwned\\u0007/x",            /* OSC: sets a terminal's title */
+    "/\\u001b[2J\\u001b[H/clear",            /* clears the screen */
+    "/a\\nb/c\\r\\n/d",                      /* a newline would add a report line */
+    "/nul\\u0000byte",                       /* decodes to U+FFFD */
+    "/lone\\ud800surrogate",                 /* so does this */
+    "/caf\\u00e9/\xc3\xa9t\xc3\xa9",         /* valid UTF-8: still not ASCII */
+    "/%ff%fe/%c0%af",                        /* percent escapes of bytes that are not UTF-8: a valid path */
+    "/star*/in*/the/path",
+    "/*",
+    "/back\\\\slash",
+    "/sp ace/x",
+    "/hash#frag",
+    "/bidi\\u202e/x",
+    "relative/path",
+    "",
+};
+
+/* No byte that could drive a terminal: printable ASCII and newlines only. */
+static void assert_terminal_safe(const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if ((*p < 0x20 && *p != '\n') || *p >= 0x7f)
+            fail_msg("byte 0x%02x at %zu of:\n%s", *p, (size_t)(p - (const unsigned char *)text), text);
+}
+
+static size_t count_lines_with(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; *p;) {
+        const char *nl = strchrnul(p, '\n');
+        char line[4096];
+        snprintf(line, sizeof line, "%.*s", (int)(nl - p), p);
+        n += strstr(line, needle) != NULL;
+        p = *nl ? nl + 1 : nl;
+    }
+    return n;
+}
+
+static void test_hostile_paths_do_not_break_the_report(void **state)
+{
+    (void)state;
+    const size_t npaths = sizeof hostile_paths / sizeof *hostile_paths;
+    lw w;
+    lw_start(&w, tpath("h.log"), STREAM_A, false);
+    lw_tunnel(&w, "t1", "registry.test", 443);
+    for (size_t i = 0; i < npaths; i++)
+        lw_request(&w, "t1", (int)i + 1, "GET", "registry.test", hostile_paths[i], false, "rule_not_matched", NULL);
+    /* very long: 6000 bytes in 1,500 segments; 5000 bytes in one */
+    static char longp[8000];
+    for (int i = 0; i < 1500; i++)
+        memcpy(longp + 4 * i, "/seg", 4);
+    longp[6000] = '\0';
+    lw_request(&w, "t1", 50, "GET", "registry.test", longp, false, "rule_not_matched", NULL);
+    longp[0] = '/';
+    memset(longp + 1, 'a', 4999);
+    longp[5000] = '\0';
+    lw_request(&w, "t1", 51, "GET", "registry.test", longp, false, "rule_not_matched", NULL);
+    /* escapes that decode to more bytes than the line holds: 1,000 \u00e9 */
+    for (int i = 0; i < 1000; i++)
+        memcpy(longp + 6 * i, "\\u00e9", 6);
+    longp[0] = '/';
+    longp[6000] = '\0';
+    lw_request(&w, "t1", 52, "GET", "registry.test", longp, false, "rule_not_matched", NULL);
+    /* a hostile method, reason, credential and timestamp */
+    lw_request(&w, "t1", 53, "G\\u001b[31mET", "registry.test", "/m", false, "rule_not_matched", "c\\u001b[5mred");
+    lw_request(&w, "t1", 54, "GET", "registry.test", "/r", false, "deny\\u001b[2J", NULL);
+    lw_put(&w, "{\"ts\":\"\\u001b[2J2026\",\"event\":\"request\",\"id\":\"t1\",\"method\":\"GET\","
+               "\"host\":\"registry.test\",\"path\":\"/t\",\"decision\":\"deny\",\"reason\":\"rule_not_matched\"");
+    lw_close_line(&w, "t1", 1, 2);
+    lw_close(&w);
+    /* raw bytes that are not UTF-8 make a line that is not JSON: skipped, counted */
+    FILE *f = fopen(tpath("h.log"), "a");
+    fputs("{\"event\":\"request\",\"id\":\"t1\",\"host\":\"registry.test\",\"path\":\"/\xff\xfe\","
+          "\"decision\":\"deny\",\"reason\":\"rule_not_matched\"}\n", f);
+    fclose(f);
+
+    /* the chain holds over all of it, up to the line appended unchained */
+    assert_int_equal(audit("--verify", tpath("h.log"), NULL), 1);
+    char want[200];
+    snprintf(want, sizeof want, "%s:%llu: ", tpath("h.log"), w.seq + 1);
+    assert_memory_equal(err_text, want, strlen(want));
+
+    assert_int_equal(audit(tpath("h.log"), NULL), 0);
+    assert_terminal_safe(out_text);
+    assert_terminal_safe(err_text);
+    /* one table line per row, whatever the path holds */
+    const char *table = strstr(out_text, "INSPECTED HOST:PORT");
+    assert_non_null(table);
+    size_t rows_shown = count_lines_with(table, "registry.test:443  ");
+    assert_int_equal(audit("--summary", "--json", tpath("h.log"), NULL), 0);
+    json_t *j = out_json();
+    assert_int_equal(jint(j, "malformed_lines"), 1);
+    json_t *rows = json_object_get(j, "inspected");
+    assert_int_equal(rows_shown, json_array_size(rows));
+    /* paths as they were, in the JSON (a control byte escaped, not lost) */
+    assert_non_null(need_row(rows, "registry.test", 443, "GET", "/\x1b]0;pwned\x07/x"));
+    assert_non_null(need_row(rows, "registry.test", 443, "GET", "/a\nb/c\r\n/*"));
+    assert_non_null(need_row(rows, "registry.test", 443, "GET", "/nul\xef\xbf\xbd" "byte"));
+    assert_non_null(need_row(rows, "registry.test", 443, "GET", "/seg/seg/*"));
+    assert_non_null(need_row(rows, "registry.test", 443, "G\x1b[31mET", "/m"));
+    /* a path the gate would have cut at 1,024 bytes: its row says "and more" */
+    char cutp[1100];
+    cutp[0] = '/';
+    memset(cutp + 1, 'a', 1023);
+    cutp[1024] = '*';
+    cutp[1025] = '\0';
+    assert_true(json_is_true(json_object_get(need_row(rows, "registry.test", 443, "GET", cutp), "prefix")));
+    /* a path's own '*' is not a prefix */
+    assert_true(json_is_false(json_object_get(need_row(rows, "registry.test", 443, "GET", "/*"), "prefix")));
+    json_decref(j);
+
+    assert_int_equal(audit("--denied", tpath("h.log"), NULL), 0);
+    assert_terminal_safe(out_text);
+    assert_int_equal(audit("--suggest", tpath("h.log"), NULL), 0);
+    assert_terminal_safe(out_text);
+    char entries[32][1100];
+    size_t k = check_rule_lines(out_text, entries, 32);
+    static const char *ok[] = {
+        "GET registry.test/star*",          /* cut at the first '*' */
+        "GET registry.test/*",
+        "GET registry.test/seg/seg/*",      /* cut by the gate: its prefix */
+        "GET registry.test/t",              /* the hostile timestamp is dropped, not the line */
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (!has_rule(entries, k, ok[i]))
+            fail_msg("no rule %s in:\n%s", ok[i], out_text);
+    assert_int_equal(k, sizeof ok / sizeof *ok);
+    /* the rest are named in notes, escaped and on one line each */
+    /* an overlong UTF-8 escape: the rules refuse such a path (allowlist/README), so no line */
+    assert_non_null(strstr(out_text, "# not suggested: GET registry.test:443/%ff%fe/%c0%af (1 request): "
+                                     "the gate refuses such a path (overlong UTF-8 escape in path)"));
+    assert_non_null(strstr(out_text, "# not suggested: GET registry.test:443/\\x1b]0;pwned\\x07/x (1 request)"));
+    assert_non_null(strstr(out_text, "# not suggested: GET registry.test:443/a\\x0ab/c\\x0d\\x0a/d (1 request)"));
+    assert_non_null(strstr(out_text, "# not suggested: G\\x1b[31mET registry.test:443/m (1 request): not a method"));
+    assert_non_null(strstr(out_text, "# not suggested: GET registry.test:443 relative/path (1 request): not a path"));
+    assert_non_null(strstr(out_text, "# not suggested: GET registry.test:443 (no path) (1 request): not a path"));
+    assert_non_null(strstr(out_text, "the rule would be longer than an allowlist line may be"));
+    for (const char *p = out_text; (p = strstr(p, "# not suggested: ")); p++) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl);
+        assert_true(nl - p < 600);   /* a long path is cut in a note */
+    }
+    assert_int_equal(audit("--suggest", "--json", tpath("h.log"), NULL), 0);
+    json_decref(out_json());
+    assert_int_equal(audit("--denied", "--json", tpath("h.log"), NULL), 0);
+    json_decref(out_json());
+}
+
+/* A reason, a method and timestamps come from the log as well. */
+static void test_hostile_reason_and_timestamp_never_reach_the_terminal(void **state)
+{
+    (void)state;
+    lw w;
+    lw_start(&w, tpath("hr.log"), STREAM_A, false);
+    lw_put(&w, "{\"ts\":\"\\u001b]0;x\\u0007\",\"event\":\"decision\",\"id\":\"d1\",\"method\":\"CONNECT\","
+               "\"host\":\"a.test\",\"port\":443,\"decision\":\"deny\",\"reason\":\"not_allowlisted\"");
+    lw_put(&w, "{\"ts\":\"2026-12-02T09:00:00.000000Z\",\"event\":\"decision\",\"id\":\"d2\",\"method\":\"CONNECT\","
+               "\"host\":\"a.test\",\"port\":443,\"decision\":\"deny\",\"reason\":\"x\\u001b[2Jy\"");
+    lw_close(&w);
+    static const char *const modes[] = { "--summary", "--denied", "--suggest" };
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(audit(modes[i], tpath("hr.log"), NULL), 0);
+        assert_terminal_safe(out_text);
+    }
+    assert_int_equal(audit("--summary", tpath("hr.log"), NULL), 0);
+    assert_non_null(strstr(out_text, "x\\x1b[2Jy 1"));
+    /* the timestamp that is not one is left out: the span is the other's */
+    assert_non_null(strstr(out_text, "2026-12-02T09:00:00.000000Z .. 2026-12-02T09:00:00.000000Z"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1202,6 +1801,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_kinds_of_reason_fold_into_other, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_connection_map_is_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_keeps_reading_across_rotation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_lines_count_for_their_tunnel_and_in_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_names_a_tampered_request_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_suggest_writes_request_rules_for_rule_not_matched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_lines_without_their_tunnel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_paths_do_not_break_the_report, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_reason_and_timestamp_never_reach_the_terminal, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

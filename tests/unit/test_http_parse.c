@@ -865,6 +865,26 @@ static void test_chunked_every_split(void **state)
     }
 }
 
+/* trailer_field: set once a trailer field begins, never for the final CRLF
+ * alone (exchange.c refuses trailers on requests that carry a credential). */
+static void test_chunked_trailer_field_flag(void **state)
+{
+    (void)state;
+    static const struct { const char *body; bool field; } cases[] = {
+        { "0\r\n\r\n", false },
+        { "3\r\nabc\r\n0\r\n\r\n", false },
+        { "0\r\nAuthorization: x\r\n\r\n", true },
+        { "0\r\nA", true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sl_chunked ch;
+        sl_chunked_init(&ch);
+        const char *err = NULL;
+        assert_true(sl_chunked_feed(&ch, cases[i].body, strlen(cases[i].body), &err) >= 0);
+        assert_int_equal(ch.trailer_field, cases[i].field);
+    }
+}
+
 static void test_chunked_line_and_trailer_limits(void **state)
 {
     (void)state;
@@ -936,6 +956,7 @@ int main(void)
         cmocka_unit_test(test_absolute_table),
         cmocka_unit_test(test_chunked_table),
         cmocka_unit_test(test_chunked_every_split),
+        cmocka_unit_test(test_chunked_trailer_field_flag),
         cmocka_unit_test(test_chunked_line_and_trailer_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,16 @@ RECORDS = {
     "h2.hostile.test": ["11.0.0.6"],
     "two.hostile.test": ["11.0.0.5", "11.0.0.6"],
     "alias.hostile.test": ["11.0.0.5"],     # h1's address under another name
+    # the inspecting origins (sluicetest/inspecting.py): HTTPS, each with its own certificate
+    "registry.inspect.test": ["11.0.1.1"],  # also plain HTTP on :80
+    "git.inspect.test": ["11.0.1.2"],
+    "api.inspect.test": ["11.0.1.3"],
+    "opaque.inspect.test": ["11.0.1.4"],    # a plain allowlist entry: never inspected
+    "expired.inspect.test": ["11.0.1.10"],
+    "notyet.inspect.test": ["11.0.1.11"],
+    "selfsigned.inspect.test": ["11.0.1.12"],
+    "wrongname.inspect.test": ["11.0.1.13"],
+    "untrusted.inspect.test": ["11.0.1.14"],
 }
 # Everything else under .test is NXDOMAIN, answered locally: e.g. denied.test,
 # nxdomain.test. dnsmasq has no upstream at all.

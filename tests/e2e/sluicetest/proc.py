@@ -30,6 +30,22 @@ def clean_env(**extra):
     return env
 
 
+# Variables that make a TLS client trust more (or other) CAs than the one a
+# test gives it: the real clients run without them.
+CA_ENV = ("GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR",
+          "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED", "REQUESTS_CA_BUNDLE", "NIX_SSL_CERT_FILE",
+          "npm_config_cafile", "npm_config_ca", "GIT_SSL_NO_VERIFY")
+
+
+def client_env(**extra):
+    """clean_env() without CA settings: a client trusts only what the test
+    passes it."""
+    drop = {c.lower() for c in CA_ENV}
+    env = {k: v for k, v in clean_env().items() if k.lower() not in drop}
+    env.update(extra)
+    return env
+
+
 def sanitizer_env():
     return clean_env(ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                      UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")

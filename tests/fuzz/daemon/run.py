@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fuzzd import codec, gen, mutate, net  # noqa: E402
+from fuzzd import codec, gen, mutate, net, rules  # noqa: E402
 from fuzzd.harness import Runner, case_id, load_cases  # noqa: E402
 
 REPO = HERE.parents[2]
@@ -58,18 +58,36 @@ def options(argv):
                         "5 minutes or more, half for shorter ones)")
     p.add_argument("--merge", metavar="DIR", help="replay the corpus and write the cases that add edges to DIR")
     p.add_argument("--no-coverage", action="store_true", help="do not map the coverage counters")
+    p.add_argument("--inspect", choices=["auto", "on", "off"], default="auto",
+                   help="give the gate request rules, [tls] and a credential, and drive inspected tunnels "
+                        "(auto, the default: unless the binary does not know [tls])")
+    p.add_argument("--ignore", default=os.environ.get("FUZZ_DAEMON_IGNORE", ""), metavar="KIND,...",
+                   help="drop violations of these kinds (exploring past a known finding; make test sets none)")
     p.add_argument("--self-test", action="store_true",
                    help="break each property on purpose and require the checks to report it")
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
 
 
+def _inspected(case):
+    return any(isinstance(cl.get("tls"), dict) for cl in case.get("clients", [])) or \
+        any(rules.zone_of(n.replace(gen.NONCE, "x")) for n in case.get("dns", {}))
+
+
 def replay_order(cases):
-    """Regressions first (crash-*, regress-*), then the rest by size."""
-    def first(c):
-        name = Path(c.get("_file", "")).name
-        return (0 if name.startswith(("crash-", "regress-")) else 1, len(json.dumps(c)))
-    return sorted(cases, key=first)
+    """Regressions first (crash-*, regress-*), then the rest by size,
+    inspected and other cases taking turns: a short run (the replay stops
+    at its share of the time) still replays some of each."""
+    cases = sorted(cases, key=lambda c: len(json.dumps(c)))
+    regress = [c for c in cases if Path(c.get("_file", "")).name.startswith(("crash-", "regress-"))]
+    rest = [c for c in cases if not any(c is r for r in regress)]
+    turns = [[c for c in rest if not _inspected(c)], [c for c in rest if _inspected(c)]]
+    out = list(regress)
+    while turns[0] or turns[1]:
+        for t in turns:
+            if t:
+                out.append(t.pop(0))
+    return out
 
 
 async def fuzz(o):
@@ -262,6 +280,9 @@ def summary(r):
           f"corpus {len(r.corpus)}, kept {s['kept']} new, edges {r.edges()} of {r.nguards}, "
           f"{len(r.sigs)} behaviour signatures, {len(r.failures)} distinct failures "
           f"({s['failures']} in all)")
+    kinds = sorted(k[len("n_canary_"):] for k in s if k.startswith("n_canary_"))
+    print("fuzz-daemon: canaries' mean time: " + ", ".join(
+        f"{k} {s['t_canary_' + k + '_ms'] / max(1, s['n_canary_' + k]):.0f} ms" for k in kinds))
     for f in r.failures:
         frames = f.extra.get("frames")
         print(f"  {f.kind}" + (f": {' < '.join(frames)}" if frames else f": {f.detail.splitlines()[0][:200]}"))

@@ -241,6 +241,37 @@ write("fuzz_allowlist", "specific",
       ".example.org:443\n*.example.org:8443\napi.example.org\nexample.org:80\n"
       "\0443\n80\napi.example.org:443\nx.api.example.org:8443\nexample.org:443\n")
 
+# ---- request rules: allowlist lines ---------------------------------------------------
+D256 = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+D512 = ("sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6"
+        "+SfaPg==")
+reset("fuzz_rule")
+write("fuzz_rule", "spec",
+      "GET,HEAD registry.npmjs.org/*   # reads only\nGET api.github.com/repos/acme/*\n"
+      "* uploads.example.com/incoming/*\n"
+      "GET registry.npmjs.org/is-number/-/is-number-7.0.0.tgz " + D512 + "\nregistry.npmjs.org\n")
+write("fuzz_rule", "forms",
+      "GET *.cdn.example:8443/a/*/b\nPOST .x.example/api\nPUT [2001:db8::7]:443/up/*\n"
+      "DELETE,PATCH 203.0.113.7/*.json\nGET bücher.example/*\nGET x.example/a%2Bb " + D256 + " " + D512 +
+      "\n.x.example\n*.cdn.example:8443\n")
+write("fuzz_rule", "errors",
+      "get example.org/x\nGET,,HEAD example.org/x\n*,GET example.org/\nGET example.org\n"
+      "GET example.org/a#b\nGET example.org/a/../b\nGET example.org//x\nGET example.org/a%2f\n"
+      "GET example.org/a%zz\nGET,HEAD example.org/a " + D256 + "\nGET example.org/a sha256-xyz\n"
+      "G@T example.org/x\nexample.org/x\n")
+
+# ---- paths and patterns: PATTERN \0 PATH -----------------------------------------------
+reset("fuzz_path")
+for name, pat, path in [
+        ("basic", "/repos/acme/*", "/repos/acme/widget/pulls"),
+        ("stars", "*a" * 8 + "*b", "a" * 69),
+        ("dots", "/a/*", "/a/%2e%2E/b"),
+        ("encoded", "/a%2Bb*", "/a/..%2fb"),
+        ("params", "/a/..;/b", "/a/%2e%2e;x/b"),
+        ("double", "/*.tgz", "/x/%252e%252e/y.tgz"),
+        ("overlong", "/%c0%ae*", "/%e0%80%ae/%f0%90%80%80")]:
+    write("fuzz_path", name, pat + "\0" + path)
+
 # ---- decision log lines, chained ------------------------------------------------------
 reset("fuzz_audit_line")
 reset("fuzz_audit_verify")
@@ -285,6 +316,18 @@ write("fuzz_audit_verify", "continued_only", b"\x01" + ("\n".join(lines2) + "\n"
 write("fuzz_audit_verify", "truncated", b"\x00" + log.encode()[:-40])
 tampered = log.replace("1234", "1235")
 write("fuzz_audit_verify", "tampered", b"\x00" + tampered.encode())
+# An inspected tunnel: its CONNECT, request lines (one with a hostile path), its close.
+I = [
+    '{"ts":"2025-01-01T00:01:00.000Z","event":"decision","id":"t1","client":"10.0.0.2:5010","method":"CONNECT","host":"api.example.org","port":443,"decision":"allow","reason":"inspected","rule":"allow.txt:2"',
+    '{"ts":"2025-01-01T00:01:01.000Z","event":"request","id":"t1","n":1,"method":"GET","host":"api.example.org","path":"/repos/acme/widgets","decision":"allow","reason":"rule","rule":"allow.txt:2","credential":"gh","status":200,"bytes_up":311,"bytes_down":1830,"duration_ms":41.2',
+    '{"ts":"2025-01-01T00:01:02.000Z","event":"request","id":"t1","n":2,"method":"PUT","host":"api.example.org","path":"/repos/acme/widgets/x","decision":"deny","reason":"rule_not_matched","status":403,"suggest":"PUT api.example.org/repos/acme/widgets/x"',
+    '{"ts":"2025-01-01T00:01:03.000Z","event":"request","id":"t1","n":3,"method":"GET","host":"api.example.org","path":"/a*b/\\u001b[2J/c%2F","decision":"deny","reason":"rule_not_matched","status":403',
+    '{"ts":"2025-01-01T00:01:04.000Z","event":"close","id":"t1","bytes_up":900,"bytes_down":4000,"duration_ms":99.0,"end":"client_eof"',
+    '{"ts":"2025-01-01T00:01:05.000Z","event":"decision","id":"p1","client":"10.0.0.2:5011","method":"GET","host":"api.example.org","port":80,"decision":"deny","reason":"rule_not_matched","path":"/plain"',
+]
+ilines, _, _ = chained(I)
+write("fuzz_audit_line", "inspected", "\n".join(ilines) + "\n")
+write("fuzz_audit_verify", "inspected", b"\x00" + ("\n".join(ilines) + "\n").encode())
 
 # ---- configs (fuzz_util.h file form) ------------------------------------------------
 reset("fuzz_config")
@@ -309,6 +352,26 @@ write("fuzz_config", "errors", files(
      "connect_ports = \nallow_cidr = 10.0.0.1/8\n[dns]\nmin_ttl_s = 100\nmax_ttl_s = 10\n"
      "[admin]\nlisten = 127.0.0.1:3128\n" + "k" * 300 + " = 1\n"),
     ("/abs/list", "*.com\nok.example\n"),
+))
+write("fuzz_config", "inspect", files(
+    ("sluice.ini", "[policy]\nallowlist = allowlist.txt\n[dns]\nserver = 127.0.0.53\n"
+     "[tls]\nca_cert = ca/ca.pem\nca_key = ca/ca.key\nupstream_ca = bundle.pem\nleaf_days = 30\n"
+     "[credentials]\nfile = credentials.txt\nsecret_dir = secrets\n"),
+    ("allowlist.txt", "registry.npmjs.org\nGET,HEAD registry.npmjs.org/*\nGET api.github.com/repos/acme/*\n"
+     "* .uploads.example/incoming/*\n"),
+    ("credentials.txt", "# NAME HOST HEADER TEMPLATE\nnpm registry.npmjs.org Authorization Bearer {secret}\n"
+     "gh api.github.com Authorization token {secret}\nup .uploads.example X-Key {secret}\n"),
+    ("ca/ca.pem", "-----BEGIN CERTIFICATE-----\n"),
+    ("ca/ca.key", "-----BEGIN EC PRIVATE KEY-----\n"),
+    ("bundle.pem", "-----BEGIN CERTIFICATE-----\n"),
+    ("secrets/npm", "npm-token\n"),
+    ("secrets/gh", "gh-token"),
+    ("secrets/up", "up-token\n"),
+))
+write("fuzz_config", "inspect-errors", files(
+    ("sluice.ini", "[policy]\nallow = GET example.org/*\nallow = example.org\n[tls]\nca_cert = ca.pem\n"
+     "leaf_days = 900\n[credentials]\nfile = credentials.txt\n"),
+    ("credentials.txt", "a example.net Host {secret}\nb example.org X {secret} {secret}\n"),
 ))
 # ---- JSON documents for the parallel loader (allowlist/lockfiles/jsonload.c) ------------
 # Lockfile-shaped: a top-level object whose big members are split across

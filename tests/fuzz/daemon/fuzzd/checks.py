@@ -7,19 +7,33 @@ its address and port; a request an origin got needs an allow line for its
 Host and port, on an address DNS gave for that name; a refusal a client got
 (its Sluice-Decision header) needs a deny line with that reason for that
 client connection. Names come with a fresh nonce in every case, so counts by
-name never mix cases."""
+name never mix cases.
+
+Inspected tunnels (rules.py is the model of their rules): every request
+line belongs to a tunnel's decision line and agrees with the model; every
+request a TLS origin got is one a client sent in a tunnel (no more copies
+than were sent), that the rules allow, with an allow request line for its
+host, and the credential where it belongs and nowhere else; an origin
+whose certificate sluice must refuse completes no handshake and gets no
+plaintext; the secret appears in no log line, reply or plain connection."""
 
 import collections
+import datetime
+import hashlib
 import ipaddress
 import re
 
-from . import net
+from . import net, rules
 from .gen import POISON
-from .http import parse_requests
+from .http import count_responses, parse_requests
+from .pki import BAD_CERTS
+from .tlsbits import params_problem, sni_of
 
 REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address",
            "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
-           "too_many_clients", "log_unavailable"}
+           "too_many_clients", "log_unavailable",
+           "inspected", "rule", "rule_not_matched", "upstream_tls_failed"}
+PATH_LOG_MAX = 1024
 # Whole header lines only: a client that stops reading may hold half of one.
 _DENY_HDR = re.compile(rb"Sluice-Decision: deny; reason=([A-Za-z_]+)\r\n")
 _STATUS = re.compile(rb"HTTP/1\.[01] (\d{3})")
@@ -68,6 +82,8 @@ def allowlisted(host, port, connect):
     bare = port in (net.CONNECT_PORTS if connect else net.HTTP_PORTS)
     if h == "canary.fuzz.test":
         return bare
+    if rules.zone_of(h):
+        return rules.ON and bare
     if h.endswith(".ok.fuzz.test") and len(h) > len(".ok.fuzz.test"):
         return bare or port in (net.OWN_PUBLIC[1], net.STALL[1])
     if h.endswith(".port.fuzz.test") and len(h) > len(".port.fuzz.test"):
@@ -85,9 +101,31 @@ def never_listed(name):
     return name.endswith(".no.fuzz.test")
 
 
+def _line_time(l):
+    try:
+        return datetime.datetime.strptime(l.get("ts", ""), "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _body_key(body):
+    return hashlib.sha1(body).hexdigest()[:16]
+
+
 class Oracle:
-    def __init__(self, dns):
+    def __init__(self, dns, secret=None, rule_lines=()):
         self.dns = dns
+        self.secret = secret.encode() if secret else None
+        self.rule_lines = list(rule_lines)           # allowlist line of each of rules.RULES
+        self.tunnels = {}                            # id -> an inspected CONNECT's decision line
+        self.req_n = {}                              # id -> the last request line's n
+        self.req_lines = collections.Counter()       # id -> request lines
+        self.allow_req_by_host = collections.Counter()   # (host, port) -> allowed request lines
+        self.inspected_by_host = collections.Counter()   # (host, port) -> inspected allow lines
+        self.sent_reqs = collections.Counter()       # (host, method, target, body) -> sent in tunnels
+        self.got_reqs = collections.Counter()        # the same, as TLS origins got them
+        self.used_tls_reqs = collections.Counter()   # (host, port) -> requests TLS origins got
         self.decisions = {}                          # id -> line
         self.closes = collections.Counter()          # id -> close lines
         self.allow_by_addr = collections.Counter()   # (addr, port) -> allow lines
@@ -99,6 +137,17 @@ class Oracle:
         self.seen_deny = collections.Counter()       # (client port, reason) -> replies clients got
         self.dns_seen = 0
         self.cname_targets = set()
+
+    # What checking clients and origins counts: a second look (harness.py,
+    # check_after) starts again from a snapshot.
+    _CHECK_COUNTS = ("used_conns", "used_reqs", "seen_deny", "sent_reqs", "got_reqs", "used_tls_reqs")
+
+    def snapshot(self):
+        return {k: getattr(self, k).copy() for k in self._CHECK_COUNTS}
+
+    def restore(self, snap):
+        for k, v in snap.items():
+            setattr(self, k, v.copy())
 
     # --- the log ------------------------------------------------------------
     def add_lines(self, lines):
@@ -119,6 +168,7 @@ class Oracle:
                 reason = l.get("reason")
                 if reason not in REASONS:
                     out.append(Violation("unknown_reason", str(l)))
+                out += self._check_rules(l)
                 if l.get("decision") == "allow":
                     out += self._check_allow(l)
                     addr = str(l.get("addr", ""))
@@ -133,6 +183,8 @@ class Oracle:
                     self.deny_by_client[(cport, reason)] += 1
                 else:
                     out.append(Violation("bad_decision_line", str(l)))
+            elif ev == "request":
+                out += self._check_request(l)
             elif ev == "close":
                 lid = l.get("id")
                 d = self.decisions.get(lid)
@@ -141,6 +193,118 @@ class Oracle:
                 self.closes[lid] += 1
                 if self.closes[lid] > 1:
                     out.append(Violation("two_closes_one_id", str(l)))
+        return out
+
+    def _expected_rule(self, host, method, path):
+        """(the model's verdict, why not) for a request to an inspected host."""
+        amb = rules.path_ambiguous(path)
+        if amb:
+            return None, f"ambiguous path ({amb})"
+        i = rules.rule_allows(host, method, path)
+        return i, None if i is not None else "no rule of the model allows it"
+
+    def _rule_field_ok(self, l, i):
+        if i is None or i >= len(self.rule_lines):
+            return True
+        return str(l.get("rule", "")).endswith(f":{self.rule_lines[i]}")
+
+    def _check_rules(self, l):
+        """A decision line that the request rules made (inspected hosts)."""
+        out = []
+        host = norm_host(l.get("host", ""))
+        if not rules.zone_of(host):
+            return out
+        port = l.get("port")
+        connect = l.get("method") == "CONNECT"
+        reason, allow = l.get("reason"), l.get("decision") == "allow"
+        if not rules.ON:
+            return out
+        if allow and reason == "allowlisted":
+            out.append(Violation("inspected_host_allowlisted",
+                                 f"a plain entry allowed an inspected host (rules narrow): {l}"))
+        if connect:
+            if (allow and reason == "inspected") or reason == "upstream_tls_failed":
+                self.tunnels[l.get("id")] = l
+                if allow:
+                    self.inspected_by_host[(host, port)] += 1
+            elif allow:
+                out.append(Violation("inspected_connect_reason", f"an inspected CONNECT allowed as {reason}: {l}"))
+            return out
+        if "credential" in l:
+            out.append(Violation("credential_in_clear", f"a plain-HTTP request was given a credential: {l}"))
+        path = l.get("path")
+        if not isinstance(path, str) or len(path) >= PATH_LOG_MAX or (reason not in ("rule", "rule_not_matched")):
+            return out
+        i, why = self._expected_rule(host, l.get("method"), path)
+        if allow:
+            if i is None:
+                out.append(Violation("allowed_against_rules", f"{why}, but: {l}"))
+            elif not self._rule_field_ok(l, i):
+                out.append(Violation("wrong_rule", f"the first rule that allows it is line {self.rule_lines[i]}: {l}"))
+        elif reason == "rule_not_matched" and i is not None:
+            out.append(Violation("refused_against_rules", f"rule line {self.rule_lines[i:i + 1]} allows it: {l}"))
+        return out
+
+    def _check_request(self, l):
+        """One request line of an inspected tunnel."""
+        out = []
+        lid = l.get("id")
+        d = self.tunnels.get(lid)
+        if d is None:
+            return [Violation("request_without_tunnel", f"no inspected CONNECT has id {lid}: {l}")]
+        self.req_lines[lid] += 1
+        n = l.get("n")
+        if not isinstance(n, int) or n <= self.req_n.get(lid, 0):
+            out.append(Violation("request_n_order", f"n={n} after n={self.req_n.get(lid, 0)}: {l}"))
+        else:
+            self.req_n[lid] = n
+        host, port = norm_host(d.get("host", "")), d.get("port")
+        if l.get("host") is not None and norm_host(l.get("host")) != host:
+            out.append(Violation("request_host_field", f"the tunnel is to {host}: {l}"))
+        path = l.get("path")
+        if isinstance(path, str) and ("?" in path or len(path.encode("utf-8", "surrogatepass")) > PATH_LOG_MAX):
+            out.append(Violation("request_path_field", f"a logged path has its query or is over 1,024 bytes: {l}"))
+        cport = str(d.get("client", "")).rsplit(":", 1)[-1]
+        cport = int(cport) if cport.isdigit() else -1
+        reason = l.get("reason")
+        if reason not in REASONS:
+            out.append(Violation("unknown_reason", str(l)))
+        if l.get("decision") == "allow":
+            if d.get("decision") != "allow":
+                out.append(Violation("request_allowed_in_failed_tunnel", f"{l} in {d}"))
+            # (no status when no response came: the line then has an end)
+            if reason != "rule" or "rule" not in l or not isinstance(l.get("status", 0), int) or \
+                    ("status" not in l and "end" not in l):
+                out.append(Violation("request_line_fields", f"an allowed request without reason rule, its rule, "
+                                     f"or its status or end: {l}"))
+            if isinstance(path, str) and len(path) < PATH_LOG_MAX:
+                i, why = self._expected_rule(host, l.get("method"), path)
+                if i is None:
+                    out.append(Violation("allowed_against_rules", f"{why}, but: {l}"))
+                elif not self._rule_field_ok(l, i):
+                    out.append(Violation("wrong_rule", f"the first rule that allows it is line "
+                                                       f"{self.rule_lines[i]}: {l}"))
+            want = rules.has_credential(host, port, True)
+            if want and l.get("credential") != rules.CRED_NAME:
+                out.append(Violation("credential_field", f"the request got credential "
+                                                         f"{rules.CRED_NAME} on {host}; its line says: {l}"))
+            elif not want and "credential" in l:
+                out.append(Violation("credential_field", f"no credential is set on {host}: {l}"))
+            self.allow_req_by_host[(host, port)] += 1
+        elif l.get("decision") == "deny":
+            if "rule" in l or "credential" in l:
+                out.append(Violation("request_line_fields", f"a refusal with a rule or a credential: {l}"))
+            if reason == "rule_not_matched":
+                if "suggest" not in l:
+                    out.append(Violation("request_line_fields", f"rule_not_matched without suggest: {l}"))
+                if isinstance(path, str) and len(path) < PATH_LOG_MAX:
+                    i, _ = self._expected_rule(host, l.get("method"), path)
+                    if i is not None:
+                        out.append(Violation("refused_against_rules",
+                                             f"rule line {self.rule_lines[i:i + 1]} allows it: {l}"))
+            self.deny_by_client[(cport, reason)] += 1
+        else:
+            out.append(Violation("bad_decision_line", str(l)))
         return out
 
     def _check_allow(self, l):
@@ -162,7 +326,7 @@ class Oracle:
                 a = str(ipaddress.ip_address(addr))
             except ValueError:
                 a = addr
-            if host != "canary.fuzz.test" and a not in given:
+            if host not in ("canary.fuzz.test", rules.CANARY_NAME) and a not in given:
                 out.append(Violation("allowed_unresolved_address",
                                      f"{host} was never answered with {addr} (answers: {sorted(given)}): {l}"))
             if self._tainted(host, port):
@@ -180,6 +344,8 @@ class Oracle:
                     out |= addrs
         if host == "canary.fuzz.test":
             out.add(net.CANARY)
+        if host == rules.CANARY_NAME:
+            out.add(net.CANARY_TLS)
         return out
 
     def _taint(self, host, port):
@@ -193,18 +359,84 @@ class Oracle:
         out = []
         if r.local_port is None:
             return out
-        if POISON.encode() in r.received:
-            i = r.received.find(POISON.encode())
-            out.append(Violation("poison_delivered",
-                                 f"client :{r.local_port} got origin bytes that followed a finished "
-                                 f"response: ...{bytes(r.received[max(0, i - 300):i + 40])!r}"))
-        for m in _DENY_HDR.finditer(r.received):
+        plain = getattr(r, "plain", None)
+        streams = [r.received] + ([plain] if plain is not None else [])
+        for got in streams:
+            if POISON.encode() in got:
+                i = got.find(POISON.encode())
+                out.append(Violation("poison_delivered",
+                                     f"client :{r.local_port} got origin bytes that followed a finished "
+                                     f"response: ...{bytes(got[max(0, i - 300):i + 40])!r}"))
+            if self.secret and self.secret in got:
+                i = got.find(self.secret)
+                out.append(Violation("secret_leaked", f"client :{r.local_port} got the credential's secret: "
+                                     f"...{bytes(got[max(0, i - 300):i])!r}"))
+        if getattr(r, "tls", None) is not None:
+            out += self._check_tls_client(r)
+        for m in (m for got in streams for m in _DENY_HDR.finditer(got)):
             reason = m.group(1).decode()
             self.seen_deny[(r.local_port, reason)] += 1
             if self.seen_deny[(r.local_port, reason)] > self.deny_by_client[(r.local_port, reason)]:
                 out.append(Violation("deny_reply_without_line",
                                      f"client :{r.local_port} got 'deny; reason={reason}' but the log has "
                                      f"{self.deny_by_client[(r.local_port, reason)]} such lines for it"))
+        return out
+
+    def _check_tls_client(self, r):
+        out = []
+        t = r.tls
+        if t.get("verify_error"):
+            out.append(Violation("client_leaf_rejected", f"client :{r.local_port} to {r.tunnel_host}: the "
+                                 f"gate's certificate did not verify: {t['verify_error']}"))
+        if t.get("state") == "done":
+            bad = params_problem(t.get("version"), t.get("cipher"), t.get("alpn"))
+            if bad:
+                out.append(Violation("client_tls_params", f"client :{r.local_port}: the gate agreed to {bad}"))
+            # RFC 6066 3: no resumption of a session made under another server name.
+            if t.get("resumed") and norm_host(t.get("offered_session_of") or "") != norm_host(r.tunnel_host):
+                out.append(Violation("resumed_across_hosts", f"client :{r.local_port}'s tunnel to {r.tunnel_host} "
+                                     f"resumed the session of a tunnel to {t.get('offered_session_of')}: it got "
+                                     f"no certificate for {r.tunnel_host}"))
+        # This connection's lines: its port may have served an earlier client.
+        mine = [lid for lid in self.ids_by_client.get(r.local_port, ())
+                if _line_time(self.decisions[lid]) >= getattr(r, "wall_start", 0) - 0.05]
+        # An origin sluice could not verify: the first answer inside is its
+        # 502 (or the parser's refusal of a head that is no request).
+        failed = [self.decisions[lid] for lid in mine if self.decisions[lid].get("reason") == "upstream_tls_failed"]
+        head = bytes(r.plain.split(b"\r\n\r\n")[0]) + b"\r\n"
+        refused = _DENY_HDR.search(head)
+        reason = refused.group(1) if refused else None
+        if failed and b"\r\n\r\n" in r.plain and not (
+                (head.startswith(b"HTTP/1.1 502 ") and reason == b"upstream_tls_failed") or
+                (head.startswith(b"HTTP/1.1 4") and reason == b"bad_request")):
+            out.append(Violation("upstream_tls_failed_not_502",
+                                 f"client :{r.local_port}'s tunnel failed with the origin ({failed[0].get('detail')}); "
+                                 f"its first answer inside: {bytes(r.plain[:200])!r}"))
+        # What the client sent inside, for the differential check at the origins.
+        if r.plain_sent:
+            host = norm_host(r.tunnel_host)
+            reqs, _, _ = parse_requests(bytes(r.plain_sent))
+            for q in reqs:
+                if q.complete:
+                    self.sent_reqs[(host, q.method, q.target, _body_key(q.body))] += 1
+            # At most one request line per head the client sent, and at
+            # least one per answer it got inside.
+            heads = r.plain_sent.count(b"\r\n\r\n") + r.plain_sent.count(b"\n\n") + 1
+            answers = count_responses(r.plain, [q.method for q in reqs])
+            for lid in mine:
+                if lid not in self.tunnels:
+                    continue
+                if self.req_lines[lid] > heads:
+                    out.append(Violation("request_lines_over_sent", f"tunnel {lid} has {self.req_lines[lid]} "
+                                         f"request lines for at most {heads} heads"))
+                # An allowed request's line is written when it ends: all of
+                # them are in once the tunnel's close line is (a refusal's
+                # line goes out before its reply).
+                done = self.closes[lid] > 0 or self.decisions[lid].get("decision") != "allow"
+                if done and answers > self.req_lines[lid]:
+                    out.append(Violation("answer_without_request_line",
+                                         f"client :{r.local_port} got {answers} answers in tunnel {lid}, which "
+                                         f"has {self.req_lines[lid]} request lines: {bytes(r.plain[:300])!r}"))
         return out
 
     def missing_closes(self, ports):
@@ -223,7 +455,22 @@ class Oracle:
         if not net.is_public(c.local):
             out.append(Violation("origin_connect_non_public",
                                  f"sluice connected to {c.local}:{c.port} (got {bytes(c.data[:200])!r})"))
+        if c.tls is not None:
+            return out + self._check_tls_origin(c)
+        if self.secret and self.secret in c.data:
+            out.append(Violation("credential_in_clear", f"{c.local}:{c.port} got the secret outside TLS: "
+                                 f"{bytes(c.data[:300])!r}"))
         if not c.data:
+            return out
+        sni = norm_host(sni_of(bytes(c.data[:2048])) or "")
+        if rules.zone_of(sni) and c.port in net.CONNECT_PORTS:
+            # sluice's own handshake for an inspected tunnel, at an origin
+            # that does not speak TLS: it comes before the allow line, and
+            # fails (upstream_tls_failed); the tunnel must have its line.
+            if not any(norm_host(d.get("host", "")) == sni for d in self.tunnels.values()) or \
+                    c.local not in self._given(sni):
+                out.append(Violation("origin_conn_without_allow", f"{c.local}:{c.port} got sluice's ClientHello "
+                                     f"for {sni}, and no inspected CONNECT to it on an address it has was logged"))
             return out
         key = (c.local, c.port)
         self.used_conns[key] += 1
@@ -254,6 +501,15 @@ class Oracle:
                                      f"{c.local}, {self.allow_by_host[(host, c.port)]} allow lines"))
             if not allowlisted(host, c.port, False):
                 out.append(Violation("origin_request_unlisted", f"{r} reached {c.local}:{c.port}"))
+            elif rules.zone_of(host):
+                i, why = self._expected_rule(host, r.method, rules.split_target(r.target))
+                if i is None:
+                    out.append(Violation("origin_request_unlisted", f"{r} reached {c.local}:{c.port}: {why}"))
+                if rules.zone_of(host) == rules.CRED_ZONE and \
+                        any(k == rules.CRED_HEADER.lower() for k, _ in r.headers):
+                    out.append(Violation("credential_header_in_clear",
+                                         f"{r} reached {c.local}:{c.port} with an {rules.CRED_HEADER} header: "
+                                         "on plain HTTP sluice drops the client's own and sets none"))
             if is_literal(host):
                 if str(ipaddress.ip_address(host)) != c.local:
                     out.append(Violation("origin_request_wrong_address", f"{r} reached {c.local}"))
@@ -266,6 +522,70 @@ class Oracle:
                     out.append(Violation("origin_request_wrong_address",
                                          f"{r} reached {c.local}:{c.port}, not an address of {host} "
                                          f"({sorted(self._given(host))})"))
+        return out
+
+    def _check_tls_origin(self, c):
+        """A TLS origin's connection: what sluice accepted of its handshake
+        and what it sent inside."""
+        out = []
+        t = c.tls
+        where = f"{c.local}:{c.port}"
+        if t.get("hs_done"):
+            if t.get("cert") in BAD_CERTS:
+                out.append(Violation("upstream_cert_accepted", f"sluice finished TLS with {where}, whose "
+                                     f"certificate is {t['cert']}"))
+            sni = norm_host(t.get("sni") or "")
+            if not rules.zone_of(sni) or c.local not in self._given(sni):
+                out.append(Violation("upstream_sni_wrong", f"{where} got SNI {t.get('sni')!r}"))
+            bad = params_problem(t.get("version"), t.get("cipher"), t.get("alpn"))
+            if bad:
+                out.append(Violation("upstream_tls_params", f"sluice agreed to {bad} with {where}"))
+        if not c.data:
+            return out
+        if t.get("cert") in BAD_CERTS or not t.get("hs_done"):
+            out.append(Violation("request_to_unverified_origin", f"{where} (certificate {t.get('cert')}) got "
+                                 f"plaintext: {bytes(c.data[:300])!r}"))
+        reqs, status, end = parse_requests(c.data)
+        if status.startswith("bad"):
+            out.append(Violation("origin_desync",
+                                 f"{where} got bytes inside TLS that are not a request ({status}) after "
+                                 f"{len(reqs)} request(s): {bytes(c.data[max(0, end - 200):end + 300])!r}"))
+        sni = norm_host(t.get("sni") or "")
+        for i, r in enumerate(reqs):
+            host, hport = split_host_header(r.host or "")
+            host = norm_host(host)
+            if r.host and ":" not in r.host.rsplit("]", 1)[-1]:
+                hport = 443
+            if host != sni or hport != c.port:
+                out.append(Violation("origin_request_wrong_host", f"{r} arrived at {where} in TLS for {sni}"))
+            if i == 0 and self.inspected_by_host[(host, c.port)] == 0:
+                out.append(Violation("origin_conn_without_allow", f"{where} got requests for {host} in TLS; "
+                                     f"no inspected allow line names {host}:{c.port}"))
+            rule, why = self._expected_rule(host, r.method, rules.split_target(r.target))
+            if not r.target.startswith("/") or rule is None:
+                out.append(Violation("origin_request_unlisted",
+                                     f"{r} reached {where} in TLS: {why or 'not origin-form'}"))
+            self.used_tls_reqs[(host, c.port)] += 1
+            if self.used_tls_reqs[(host, c.port)] > self.allow_req_by_host[(host, c.port)]:
+                out.append(Violation("origin_request_without_allow",
+                                     f"request {self.used_tls_reqs[(host, c.port)]} for {host}:{c.port} reached "
+                                     f"{where} in TLS, {self.allow_req_by_host[(host, c.port)]} allow request lines"))
+            if c.local not in self._given(host):
+                out.append(Violation("origin_request_wrong_address", f"{r} reached {where}, not an address of {host}"))
+            creds = [v for k, v in r.headers if k == rules.CRED_HEADER.lower()]
+            if rules.has_credential(host, c.port, True):
+                if self.secret and creds != [f"Bearer {self.secret.decode()}"]:
+                    out.append(Violation("credential_wrong", f"{r} reached {where} with {rules.CRED_HEADER} "
+                                         f"{['<the secret>' if self.secret.decode() in v else v for v in creds]}"))
+            elif self.secret and self.secret in c.data:
+                out.append(Violation("secret_leaked", f"{where} ({host}) got the secret of another host"))
+            if r.complete:
+                key = (host, r.method, r.target, _body_key(r.body))
+                self.got_reqs[key] += 1
+                if self.got_reqs[key] > self.sent_reqs[key]:
+                    out.append(Violation("origin_request_not_sent",
+                                         f"{r} reached {where} {self.got_reqs[key]} time(s); clients sent it "
+                                         f"{self.sent_reqs[key]} time(s) in tunnels"))
         return out
 
     # --- what DNS was asked ------------------------------------------------------
@@ -287,12 +607,17 @@ def signature(lines, results, origin_conns, stderr_text):
             sig.add(("d", l.get("decision"), l.get("reason"), l.get("method") == "CONNECT"))
         elif l.get("event") == "close":
             sig.add(("c", l.get("end")))
+        elif l.get("event") == "request":
+            sig.add(("r", l.get("decision"), l.get("reason"), l.get("status")))
     for r in results:
         sig.add(("o", r.outcome))
+        if getattr(r, "tls", None) is not None:
+            sig.add(("t", r.tls.get("state"), bool(r.tls.get("read_error")), bool(r.tls.get("cut"))))
         for code in _STATUS.findall(bytes(r.received[:65536]))[:4]:
             sig.add(("s", code.decode()))
     for c in origin_conns:
-        sig.add(("u", c.port in net.HTTP_PORTS, bool(c.data), c.eof))
+        sig.add(("u", c.port in net.HTTP_PORTS, bool(c.data), c.eof,
+                 None if c.tls is None else (c.tls.get("cert"), c.tls.get("hs_done"))))
     for line in stderr_text.splitlines():
         if line.startswith("sluice:"):
             sig.add(("e", re.sub(r"[0-9a-f]{6,}|\d+", "N", line)[:100]))

@@ -15,6 +15,7 @@ class ClientResult:
         self.outcome = None       # how the connection ended, seen from here
         self.connect_error = None
         self.t_start = self.t_end = None
+        self.wall_start = time.time()   # to tell its log lines from those of an earlier user of its port
 
 
 def _filler(n):

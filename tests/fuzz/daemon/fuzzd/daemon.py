@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import net
+from . import net, rules
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer", "ThreadSanitizer", "sluice: BUG", "Assertion `")
@@ -35,6 +35,23 @@ canary.fuzz.test
 169.254.169.254
 127.0.0.1
 [fd00:ec2::254]
+"""
+
+
+def inspect_text(workdir, tls):
+    """[tls] and [credentials] for an inspecting gate: tls = (the gate's CA
+    cert, its key, the origins' CA)."""
+    ca_cert, ca_key, upstream = tls
+    return f"""
+[tls]
+ca_cert = {ca_cert}
+ca_key = {ca_key}
+upstream_ca = {upstream}
+leaf_days = 7
+
+[credentials]
+file = {workdir}/credentials.txt
+secret_dir = {workdir}/secrets
 """
 
 
@@ -109,6 +126,8 @@ class LogReader:
         self.prev = None
         self.lines = []
         self.errors = []
+        self.leaks = []         # lines with the credential's secret in them
+        self.secret = None
         self.partial = b""
 
     def poll(self):
@@ -125,6 +144,9 @@ class LogReader:
         new = []
         for raw in raw_lines:
             n = len(self.lines) + len(new) + 1
+            if self.secret and self.secret in raw:
+                self.leaks.append(f"decisions.log:{n} has the credential's secret: "
+                                  f"{raw.replace(self.secret, b'<SECRET>')[:300]!r}")
             try:
                 obj = json.loads(raw.decode("utf-8"))
                 if not isinstance(obj, dict):
@@ -150,9 +172,14 @@ class LogReader:
 
 class Daemon:
     def __init__(self, binary, workdir, workers=1, timeouts=None, coverage=True, allowlist=ALLOWLIST,
-                 policy_extra=""):
-        self.allowlist = allowlist
+                 policy_extra="", tls=None, secret=None):
+        """tls: (gate CA cert, its key, the origins' CA) to inspect, with
+        rules.py's rules and credential (whose secret is `secret`); None
+        for a gate that does not inspect."""
+        self.allowlist = allowlist + (rules.ALLOWLIST if tls else "")
         self.policy_extra = policy_extra
+        self.tls = tls
+        self.secret = secret
         self.binary = Path(binary)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -165,11 +192,34 @@ class Daemon:
         self.stderr_off = 0
         self.log = None
 
-    def start(self, timeout=20.0):
+    def write_config(self):
         (self.workdir / "allowlist.txt").write_text(self.allowlist)
-        (self.workdir / "sluice.ini").write_text(
-            config_text(self.workdir, self.workers, self.timeouts).replace(
-                "[dns]\n", self.policy_extra + "\n[dns]\n" if self.policy_extra else "[dns]\n"))
+        text = config_text(self.workdir, self.workers, self.timeouts).replace(
+            "[dns]\n", self.policy_extra + "\n[dns]\n" if self.policy_extra else "[dns]\n")
+        if self.tls:
+            text += inspect_text(self.workdir, self.tls)
+            (self.workdir / "credentials.txt").write_text(rules.CREDENTIALS)
+            sd = self.workdir / "secrets"
+            sd.mkdir(mode=0o700, exist_ok=True)
+            f = sd / rules.CRED_NAME
+            if f.exists():
+                f.unlink()
+            fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, (self.secret + "\n").encode())
+            os.close(fd)
+        (self.workdir / "sluice.ini").write_text(text)
+
+    def check(self):
+        """`sluice check` on the config: (exit status, output)."""
+        self.write_config()
+        env = {k: v for k, v in os.environ.items() if k != "SLUICE_COVERAGE_MAP"}
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+        r = subprocess.run([str(self.binary), "check", "-c", str(self.workdir / "sluice.ini")],
+                           capture_output=True, text=True, env=env, timeout=60)
+        return r.returncode, r.stdout + r.stderr
+
+    def start(self, timeout=20.0):
+        self.write_config()
         log_path = self.workdir / "decisions.log"
         if log_path.exists():
             log_path.unlink()

@@ -9,12 +9,12 @@ import re
 import socket
 import struct
 
-from . import net
+from . import net, rules
 from .gen import NONCE
 
 QTYPES = {1: "A", 28: "AAAA", 5: "CNAME", 16: "TXT"}
 TYPE_CODES = {"A": 1, "AAAA": 28, "CNAME": 5, "TXT": 16}
-CANARY_NAMES = {"canary.fuzz.test": net.CANARY}
+CANARY_NAMES = {"canary.fuzz.test": net.CANARY, rules.CANARY_NAME: net.CANARY_TLS}
 _NONCE_RE = re.compile(r"-([0-9a-f]{6})\.")
 
 

@@ -36,12 +36,13 @@ RR: {"t": "A"|"AAAA"|"CNAME"|"TXT", "name": "@"|NAME, "addr": SLOT|ADDR,
 import copy
 import random
 
-from . import net
+from . import gen_inspect, net, rules
 from .tls import client_hello
 
 NONCE = "~nnnn~"
 POISON = "P0ISON-"
-ZONES = {"ok": "ok.fuzz.test", "no": "no.fuzz.test", "port": "port.fuzz.test"}
+ZONES = {"ok": "ok.fuzz.test", "no": "no.fuzz.test", "port": "port.fuzz.test",
+         "i1": "i1.fuzz.test", "i2": "i2.fuzz.test"}   # i1, i2: inspected (rules.py)
 
 NONPUBLIC_V4 = ["10.0.1.1", "127.0.0.1", "127.0.0.53", "0.0.0.0", "169.254.169.254",
                 "168.63.129.16", "192.168.7.1", "172.16.7.1", "100.64.7.1", "198.18.0.1",
@@ -103,7 +104,7 @@ class Ctx:
         mine = [n for n, k in self.names.items() if kind in (None, k)]
         if mine and rng.random() < 0.6:
             return rng.choice(mine)
-        kind = kind or rng.choices(["ok", "no", "port"], [12, 2, 1])[0]
+        kind = kind or rng.choices(["ok", "no", "port", "i1", "i2"], [12, 2, 1, 1, 1])[0]
         n = f"h{len(self.names)}-{NONCE}.{ZONES[kind]}"
         self.names[n] = kind
         return n
@@ -270,19 +271,34 @@ HTTP_DEFECTS = ["method", "scheme", "path", "long_path", "target_form", "version
                 "bad_header", "many_headers", "hop_by_hop", "shuffle", "body_short", "body_long"]
 
 
-def http_request(rng, ctx):
+def http_request(rng, ctx, inside=None):
     """One absolute-form request: valid, or valid but for one to three
-    defects chosen on purpose."""
+    defects chosen on purpose. inside=(host, port): an origin-form request
+    inside an inspected tunnel to that host instead."""
     defects = set() if not ctx.odd(0.35) else set(rng.sample(HTTP_DEFECTS, rng.choice([1, 1, 1, 2, 3])))
-    method = rng.choice(METHODS) if "method" not in defects else rng.choice(WEIRD_METHODS)
-    authority, host, port = _host_and_port(rng, ctx, connect=False)
+    zone = None
+    if inside:
+        host, port = inside
+        authority = host if port == 443 and rng.random() < 0.8 else f"{host}:{port}"
+        zone = rules.zone_of(host)
+        method = rng.choice(gen_inspect.METHODS[zone])
+    else:
+        authority, host, port = _host_and_port(rng, ctx, connect=False)
+        zone = rules.zone_of(host)
+        method = rng.choice(METHODS) if not zone else rng.choice(gen_inspect.METHODS[zone])
+    if "method" in defects:
+        method = rng.choice(WEIRD_METHODS)
     scheme = "http" if "scheme" not in defects else rng.choice(["HTTP", "https", "ftp", "http:/", ""])
     path = rng.choice(["/", "/p", "/q?x=1", "/" + _text(rng, rng.randint(1, 40))])
+    if zone and rng.random() < 0.8:
+        path = gen_inspect.path(rng, ctx, zone)
     if "path" in defects:
         path = rng.choice(["", "/%00", "/a#frag", "/ sp", "/\xe9", "/a\tb", "?x", "/\x7f"])
     if "long_path" in defects:
         path = "/" + "a" * rng.choice([8100, 8200, 33000])
     target = f"{scheme}://{authority}{path}"
+    if inside and "scheme" not in defects:
+        target = path
     if "target_form" in defects:
         target = rng.choice(["/", "*", f"{host}:{port}", f"//{authority}/", f"http://user@{authority}/",
                              f"http://{authority}:{port}/"])
@@ -307,6 +323,9 @@ def http_request(rng, ctx):
                                 ("Connection", "content-length")]))
     if rng.random() < 0.06:
         hdrs.append(("Expect", "100-continue"))
+    if zone and rng.random() < 0.25:
+        # the client's own value of the credential's header: sluice drops it
+        hdrs.append((rules.CRED_HEADER, "Bearer client-own-" + _hexs(rng, 8)))
     body = ""
     framing = rng.random()
     wants_body = method in ("POST", "PUT", "PATCH") or framing < 0.1 or \
@@ -397,6 +416,8 @@ def connect_request(rng, ctx):
 
 def client(rng, ctx):
     ctx.last = None
+    if rng.random() < 0.15:
+        return gen_inspect.client(rng, ctx)
     parts = []
     bulk = 0
     for _ in range(rng.choice([1, 1, 1, 2, 2, 3, 4])):
@@ -619,15 +640,20 @@ def tunnel_script(rng, k=1.0):
 
 
 def origin_table(rng, ctx, dns):
-    """Scripts for the slots and literals the case can reach."""
+    """Scripts for the slots and literals the case can reach. On the
+    CONNECT ports of a slot an inspected name resolves to, mostly TLS
+    origins (gen_inspect.py)."""
     slots = set()
-    for entry in dns.values():
+    tls_slots = set()
+    for name, entry in dns.items():
         for answers in entry.values():
             for a in answers:
                 for rr in a.get("an", []):
                     s = rr.get("addr")
                     if isinstance(s, str) and s[:1] in "ov" and s[1:].isdigit():
                         slots.add(s)
+                        if rules.zone_of(name.replace(NONCE, "x")):
+                            tls_slots.add(s)
     slots |= {a for a, _ in ctx.used}
     table = {}
     for s in sorted(slots):
@@ -635,9 +661,13 @@ def origin_table(rng, ctx, dns):
             if rng.random() < 0.3:
                 continue    # the default behaviour
             k = rng.choice([1, 1, 2, 3])
-            mk = http_script if port in net.HTTP_PORTS else tunnel_script
-            table[f"{s}:{port}"] = [dict(ops=mk(rng, ctx.k), rcvbuf=0 if not ctx.odd(0.07) else 2048)
-                                    for _ in range(k)]
+            if port in net.HTTP_PORTS:
+                make = lambda: {"ops": http_script(rng, ctx.k)}
+            elif s in tls_slots and rng.random() < 0.9:
+                make = lambda: gen_inspect.tls_script(rng, ctx.k)
+            else:
+                make = lambda: {"ops": tunnel_script(rng, ctx.k)}
+            table[f"{s}:{port}"] = [dict(make(), rcvbuf=0 if not ctx.odd(0.07) else 2048) for _ in range(k)]
     return table
 
 
@@ -700,6 +730,8 @@ def scenario_case(seed):
     rng = random.Random(seed)
     ctx = Ctx(rng)
     ctx.k = 0.0
+    if rng.random() < 0.4:    # inspected tunnels (and plain HTTP to inspected hosts)
+        return gen_inspect.scenario(rng, ctx, seed)
     kind = rng.choice(SCENARIOS)
     name = f"h0-{NONCE}.ok.fuzz.test"
     ctx.names[name] = "ok"

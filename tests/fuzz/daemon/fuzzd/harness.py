@@ -11,15 +11,17 @@ import json
 import os
 import random
 import re
+import shutil
 import time
 from pathlib import Path
 
-from . import checks, codec, gen, net
+from . import checks, codec, gen, net, pki, rules
 from .clients import ClientResult, run_client
 from .daemon import Daemon, first_frames, sanitizer_report
 from .dnsserver import DnsServer
 from .origins import Origins
 from .tls import client_hello
+from .tlsclient import run_tls_client
 
 # 1 bit per hit-count class, as AFL does: 1, 2, 3, 4-7, 8-15, 16-31, 32-127, 128+.
 _BUCKET = bytes([0, 1, 2, 4] + [8] * 4 + [16] * 8 + [32] * 16 + [64] * 96 + [128] * 128)
@@ -99,14 +101,55 @@ class Runner:
         self.hello = client_hello(random.Random(0), "canary.fuzz.test")
         self.timeouts = {"header": opts.timeout_ms, "connect": opts.timeout_ms,
                          "idle": opts.timeout_ms, "dns": opts.timeout_ms}
+        self.inspect = False      # the gate inspects: its config has rules.py's rules, [tls], [credentials]
+        self.gate_tls = None      # (the gate's CA cert, its key, the origins' CA)
+        self.pki = None
+        # The credential's secret: distinctive, fresh each run, never to be seen.
+        self.secret = "fzS3cr3t" + os.urandom(12).hex()
+        self.tls_sessions = collections.OrderedDict()   # host -> its tunnels' last TLS session
 
     # --- set-up --------------------------------------------------------------
     async def setup(self):
         self.loop = asyncio.get_running_loop()
         self.dns = await DnsServer(self.loop).start()
         self.origins = await Origins(self.loop).start()
+        self.origins.raw = getattr(self.o, "raw", False)
+        await self.loop.run_in_executor(None, self._setup_inspection)
+        self.origins.pki = self.pki if self.inspect else None
         self.lag_task = self.loop.create_task(self._lag_monitor())
         await self.start_daemon()
+
+    def _setup_inspection(self):
+        """Certificates, then whether this sluice inspects: `sluice check`
+        on the inspecting config. --inspect auto (the default) goes on
+        without inspection only when the binary does not know [tls]."""
+        mode = getattr(self.o, "inspect", "auto")
+        rules.ON = False
+        if mode == "off":
+            return
+        self.pki = pki.Pki(self.workroot / "pki")
+        cert, key, how = pki.gate_ca(self.binary, self.workroot / "gate-ca")
+        upstream = self.pki.upstream_ca
+        if getattr(self.o, "trust_untrusted", False):   # self-test: a bundle wider than it should be
+            upstream = self.workroot / "pki" / "upstream-and-untrusted.pem"
+            upstream.write_bytes(self.pki.upstream_ca.read_bytes() + self.pki.untrusted_ca.read_bytes())
+        self.gate_tls = (cert, key, upstream)
+        self.gate_ca_pem = Path(cert).read_text()
+        d = Daemon(self.binary, self.workroot / "check", coverage=False, tls=self.gate_tls, secret=self.secret,
+                   allowlist=self._allowlist(), policy_extra=getattr(self.o, "policy_extra", ""))
+        rc, out = d.check()
+        if rc == 0:
+            self.inspect = True
+            rules.ON = True
+            print(f"fuzz-daemon: inspection on (gate CA made by {how})", flush=True)
+        elif mode == "auto" and "unknown section [tls]" in out:
+            print("fuzz-daemon: this sluice does not know [tls]: no inspection, i1/i2 names are refused", flush=True)
+        else:
+            raise RuntimeError(f"sluice check refused the inspecting config (exit {rc}):\n{out[-3000:]}")
+
+    def _allowlist(self):
+        from .daemon import ALLOWLIST
+        return getattr(self.o, "allowlist", None) or ALLOWLIST
 
     async def start_daemon(self):
         await self._stop_canaries()
@@ -115,15 +158,15 @@ class Runner:
         self.instance += 1
         wd = self.workroot / f"sluice{self.instance}"
         if wd.exists():
-            for f in wd.iterdir():
-                f.unlink()
-        from .daemon import ALLOWLIST
+            shutil.rmtree(wd)
         self.daemon = Daemon(self.binary, wd, workers=self.o.workers, timeouts=self.timeouts,
-                             coverage=not self.o.no_coverage,
-                             allowlist=getattr(self.o, "allowlist", None) or ALLOWLIST,
-                             policy_extra=getattr(self.o, "policy_extra", ""))
+                             coverage=not self.o.no_coverage, allowlist=self._allowlist(),
+                             policy_extra=getattr(self.o, "policy_extra", ""),
+                             tls=self.gate_tls if self.inspect else None, secret=self.secret)
         await self.loop.run_in_executor(None, self.daemon.start)
-        self.oracle = checks.Oracle(self.dns)
+        self.daemon.log.secret = self.secret.encode()
+        self.oracle = checks.Oracle(self.dns, self.secret if self.inspect else None,
+                                    rules.rule_line_numbers(self.daemon.allowlist) if self.inspect else ())
         self.origins.conns = [c for c in self.origins.conns if not c.closed]
         self.cases_since_start = []
         self.port_owner = {}
@@ -212,6 +255,7 @@ class Runner:
         tok = os.urandom(6).hex()
         t = time.monotonic()
         port = None
+        tls_result = None
         try:
             if kind == "http":
                 want = f"canary /c/{tok}\n".encode()
@@ -226,6 +270,27 @@ class Runner:
                 port, got = await self._exchange(
                     req, lambda g: b"\r\n\r\n" in g and g.split(b"\r\n\r\n", 1)[1] == payload, deadline)
                 ok = got.startswith(head) and got.split(b"\r\n\r\n", 1)[-1] == payload
+            elif kind == "inspect":
+                want = f"canary /c/{tok}\n".encode()
+                name = rules.CANARY_NAME
+                spec = {"data": f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n", "writes": [],
+                        "end": {"kind": "hold", "at": None, "ms": 0}, "wait_ms": deadline * 1000,
+                        "tls": {"host": name, "sni": "@", "alpn": ["http/1.1"], "records": 1, "writes": []}}
+                inner = f"GET /c/{tok} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()
+                r = await asyncio.wait_for(
+                    run_tls_client(self.loop, spec, self.daemon.port, spec["data"].encode(), inner, name,
+                                   self.gate_ca_pem, until=lambda p: p.endswith(want)), deadline + 3)
+                port, got = r.local_port, bytes(r.plain)
+                ok = r.tls.get("state") == "done" and got.startswith(b"HTTP/1.1 200 ") and got.endswith(want)
+                tls_result = r
+                if not ok:
+                    slow = self._slow_canary_origin(t)
+                    if slow and b"reason=upstream_tls_failed" in got and b"within" in got:
+                        # sluice gave up on our origin's handshake, which we were slow to answer
+                        self.stats["canary_excused_lag"] += 1
+                        return True, f"excused: our TLS origin was slow ({slow})", r.local_port
+                    got = (bytes(r.received[:80]) + b"... | tls " + repr(r.tls).encode() + b" | inside: " + got +
+                           f" | our origin: {slow or self._canary_origin_times(t)}".encode())
             else:
                 req = b"GET http://canary.no.fuzz.test/ HTTP/1.1\r\nHost: canary.no.fuzz.test\r\n\r\n"
                 port, got = await self._exchange(req, lambda g: False, deadline)
@@ -240,21 +305,46 @@ class Runner:
             if isinstance(e, asyncio.TimeoutError) and self._lag_between(t, time.monotonic()) > 0.5:
                 self.stats["canary_excused_lag"] += 1
                 return True, "excused: the harness itself was slow", port
+        self.stats[f"t_canary_{kind}_ms"] += int((time.monotonic() - t) * 1000)
+        self.stats[f"n_canary_{kind}"] += 1
         if port:
             self.port_owner[port] = (None, time.monotonic())
-            cr = ClientResult()
-            cr.local_port, cr.received = port, bytearray(got)
+            cr = tls_result or ClientResult()
+            if tls_result is None:
+                cr.local_port, cr.received = port, bytearray(got)
             self.canary_results.append(cr)
         self.stats["canaries"] += 1
         return ok, detail, port
 
+    def _canary_origin_times(self, since):
+        """The inspected canary's TLS origin connections since then: when
+        sluice's ClientHello came, when our flight went, when it was done."""
+        out = []
+        for c in self.origins.conns:
+            if c.local == net.CANARY_TLS and c.t_accept >= since - 0.01 and c.tls is not None:
+                t = c.tls
+                out.append({k: round(t[k] - c.t_accept, 3) for k in ("t_in", "t_flight", "t_done") if k in t})
+        return out
+
+    def _slow_canary_origin(self, since):
+        """Why the harness, not sluice, was slow in an inspected canary's
+        upstream handshake, or "" (its loop stalled, or our origin took over
+        100 ms to answer sluice's ClientHello)."""
+        lag = self._lag_between(since, time.monotonic())
+        if lag > 0.1:
+            return f"the harness's loop stalled {lag:.2f}s"
+        for t in self._canary_origin_times(since):
+            if "t_in" in t and t.get("t_flight", 99) - t["t_in"] > 0.1:
+                return f"our origin answered sluice's ClientHello after {t.get('t_flight', 99) - t['t_in']:.2f}s"
+        return ""
+
     async def _canary_loop(self, instance):
         self.canary_results = []
-        kinds = ["http", "tunnel", "deny"]
+        kinds = ["http", "tunnel", "deny"] + (["inspect"] if self.inspect else [])
         i = 0
         while self.instance == instance:
             await asyncio.sleep(self.o.canary_every)
-            k = kinds[i % 3]
+            k = kinds[i % len(kinds)]
             i += 1
             ok, detail, port = await self.canary(k)
             if not ok:
@@ -313,6 +403,16 @@ class Runner:
             if spec.get("start_ms"):
                 await asyncio.sleep(spec["start_ms"] / 1000.0)
             data = self._sanitise(_NONCE_RE.sub(nonce, spec.get("data", ""))).encode("latin-1")
+            t = spec.get("tls")
+            if isinstance(t, dict):
+                plain = self._sanitise(_NONCE_RE.sub(nonce, t.get("data", ""))).encode("latin-1")
+                host = _NONCE_RE.sub(nonce, str(t.get("host", "")))
+                if isinstance(t.get("sni"), str) and t["sni"] != "@":
+                    spec = copy.deepcopy(spec)
+                    spec["tls"]["sni"] = _NONCE_RE.sub(nonce, t["sni"])
+                return await run_tls_client(self.loop, spec, self.daemon.port, data, plain, host,
+                                            self.gate_ca_pem if self.gate_tls else None,
+                                            sessions=self.tls_sessions)
             return await run_client(self.loop, spec, self.daemon.port, data)
 
         results = await asyncio.gather(*(one(s) for s in case.get("clients", [])))
@@ -344,7 +444,7 @@ class Runner:
 
         # A canary after the case: sluice still answers a normal client.
         if self.daemon.alive() and not any(v.kind == "sanitizer" for v in violations):
-            for kind in ("http", "tunnel"):
+            for kind in ("http", "tunnel") + (("inspect",) if self.inspect else ()):
                 ok, detail, _ = await self.canary(kind)
                 if not ok:
                     await asyncio.sleep(1.0)
@@ -381,6 +481,9 @@ class Runner:
         new = self.daemon.log.poll()
         self.case_lines = getattr(self, "case_lines", []) + new
         out = self.oracle.add_lines(new)
+        if self.daemon.log.leaks:
+            out += [checks.Violation("secret_leaked", e) for e in self.daemon.log.leaks]
+            self.daemon.log.leaks = []
         if self.daemon.log.errors:
             out += [checks.Violation("log_unparseable", e) for e in self.daemon.log.errors]
             self.daemon.log.errors = []
@@ -389,7 +492,7 @@ class Runner:
     async def check_after(self, case, results):
         o = self.oracle
         conns = self.origins.case_conns(self.exec_id)
-        snap = (o.used_conns.copy(), o.used_reqs.copy(), o.seen_deny.copy())
+        snap = o.snapshot()
         for attempt in range(2):
             out = []
             for r in list(results) + list(self.canary_results):
@@ -400,7 +503,7 @@ class Runner:
                 # allow lines reach the file within 100 ms: look again
                 await asyncio.sleep(0.3)
                 self.pump_log()
-                o.used_conns, o.used_reqs, o.seen_deny = (snap[0].copy(), snap[1].copy(), snap[2].copy())
+                o.restore(snap)
                 continue
             break
         self.canary_results = []
@@ -421,6 +524,10 @@ class Runner:
     async def check_daemon(self):
         out = []
         err = self.daemon.new_stderr()
+        if self.inspect and self.secret in err:
+            i = err.find(self.secret)
+            out.append(checks.Violation("secret_leaked",
+                                        f"sluice's stderr has the secret: ...{err[max(0, i - 300):i]}"))
         if sanitizer_report(err) or not self.daemon.alive():
             if not self.daemon.alive():
                 await asyncio.sleep(0.3)
@@ -460,6 +567,8 @@ class Runner:
               f"tests/fuzz/daemon/run.py --replay {path}", flush=True)
 
     def handle(self, case, violations):
+        ignored = {k for k in getattr(self.o, "ignore", "").split(",") if k}
+        violations = [v for v in violations if v.kind not in ignored]
         if any(v.kind in ("sanitizer", "daemon_died") for v in violations):
             # what failed with the daemon tells nothing more
             violations = [v for v in violations if v.kind in ("sanitizer", "daemon_died")]

@@ -13,7 +13,7 @@ _HEX = re.compile(rb"[0-9A-Fa-f]+")
 
 
 class Request:
-    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len")
+    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len", "body")
 
     def __init__(self, method, target, version, headers):
         self.method, self.target, self.version, self.headers = method, target, version, headers
@@ -23,14 +23,16 @@ class Request:
                 self.host = v
         self.complete = False
         self.body_len = 0
+        self.body = b""         # the body's bytes (dechunked), once complete
 
     def __repr__(self):
         return f"<{self.method} {self.target} host={self.host} complete={self.complete}>"
 
 
-def _parse_chunked(buf, pos):
-    """Returns (end offset, body bytes) of a chunked body starting at pos,
-    None if incomplete, or raises ValueError."""
+def _parse_chunked(buf, pos, parts=None):
+    """Returns (end offset, body length) of a chunked body starting at pos,
+    None if incomplete, or raises ValueError. parts, if given, gets the
+    chunks' data."""
     total = 0
     while True:
         eol = buf.find(b"\r\n", pos)
@@ -57,8 +59,64 @@ def _parse_chunked(buf, pos):
             return None
         if buf[pos + size:pos + size + 2] != b"\r\n":
             raise ValueError("chunk data not followed by CRLF")
+        if parts is not None:
+            parts.append(bytes(buf[pos:pos + size]))
         pos += size + 2
         total += size
+
+
+_STATUS_LINE = re.compile(rb"HTTP/1\.[01] (\d{3})(?: [^\r\n]*)?")
+
+
+def count_responses(buf, methods):
+    """How many final responses (their whole heads) a client got, paired in
+    order with the methods of the requests it sent; counting stops where
+    the framing is not certain (a body to the close, a bad head)."""
+    pos, n, i = 0, 0, 0
+    while True:
+        he = buf.find(b"\r\n\r\n", pos)
+        if he < 0:
+            return n
+        lines = bytes(buf[pos:he]).split(b"\r\n")
+        m = _STATUS_LINE.fullmatch(lines[0])
+        if not m:
+            return n
+        code = int(m.group(1))
+        hdrs = {}
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(b":")
+            if not sep:
+                return n
+            hdrs.setdefault(k.strip().lower(), []).append(v.strip().lower())
+        pos = he + 4
+        if code == 101:
+            return n
+        if code < 200:
+            continue
+        n += 1
+        if i >= len(methods):
+            return n
+        method = methods[i]
+        i += 1
+        if method == "HEAD" or code in (204, 304):
+            continue
+        if b"transfer-encoding" in hdrs:
+            if hdrs[b"transfer-encoding"][-1] != b"chunked":
+                return n
+            try:
+                r = _parse_chunked(buf, pos)
+            except ValueError:
+                return n
+            if r is None:
+                return n
+            pos = r[0]
+        elif b"content-length" in hdrs and len(set(hdrs[b"content-length"])) == 1 and \
+                hdrs[b"content-length"][0].isdigit():
+            pos += int(hdrs[b"content-length"][0])
+            if pos > len(buf):
+                return n
+        else:
+            return n
 
 
 def parse_requests(buf):
@@ -100,13 +158,15 @@ def parse_requests(buf):
             codings = [c.strip().lower() for c in ",".join(te).split(",") if c.strip()]
             if not codings or codings[-1] != "chunked":
                 return out, f"bad: forwarded Transfer-Encoding {te!r} not ending in chunked", pos
+            parts = []
             try:
-                r = _parse_chunked(buf, pos)
+                r = _parse_chunked(buf, pos, parts)
             except ValueError as e:
                 return out, f"bad: chunked body: {e}", pos
             if r is None:
                 return out, "partial", pos
             pos, req.body_len = r
+            req.body = b"".join(parts)
         elif cl:
             vals = {v.strip() for v in ",".join(cl).split(",")}
             if len(vals) != 1 or not next(iter(vals)).isdigit():
@@ -115,6 +175,7 @@ def parse_requests(buf):
             if n - pos < size:
                 req.body_len = n - pos
                 return out, "partial", n
+            req.body = bytes(buf[pos:pos + size])
             pos += size
             req.body_len = size
         req.complete = True

@@ -6,7 +6,8 @@ import copy
 import random
 import re
 
-from . import gen
+from . import gen, gen_inspect
+from .pki import CERT_KINDS
 
 TOKENS = ["\r\n", "\r\n\r\n", "\n", "\r", " ", ":", "0\r\n\r\n", "chunked", "Transfer-Encoding: chunked\r\n",
           "Content-Length: ", "Content-Length: 0\r\n", "Connection: close\r\n", "Expect: 100-continue\r\n",
@@ -15,7 +16,7 @@ TOKENS = ["\r\n", "\r\n\r\n", "\n", "\r", " ", ":", "0\r\n\r\n", "chunked", "Tra
           "\x00", "\x16\x03\x01", "Host: ", "%", "[", "]", "@", "#", "0", "-1", "99999999999"]
 
 
-_NAME_RE = re.compile(r"h\d+-" + re.escape(gen.NONCE) + r"\.(ok|no|port)\.fuzz\.test", re.I)
+_NAME_RE = re.compile(r"h\d+-" + re.escape(gen.NONCE) + r"\.(ok|no|port|i1|i2)\.fuzz\.test", re.I)
 
 
 def mutate_bytes(rng, s, donors=()):
@@ -67,14 +68,31 @@ def _client_donors(corpus):
     out = []
     for c in corpus:
         out += [cl.get("data", "") for cl in c.get("clients", [])]
+        out += [cl["tls"].get("data", "") for cl in c.get("clients", []) if isinstance(cl.get("tls"), dict)]
     return out
+
+
+def _inside(rng, cl):
+    """A TLS client's tls object, most of the time: mutations then edit
+    the plaintext inside the tunnel rather than the CONNECT."""
+    t = cl.get("tls")
+    return t if isinstance(t, dict) and rng.random() < 0.8 else None
+
+
+def _tunnel_of(cl):
+    """(host, port) of a TLS client's CONNECT."""
+    m = re.search(r":(\d+) ", cl.get("data", ""))
+    return cl["tls"].get("host", ""), int(m.group(1)) if m else 443
 
 
 def _names_of(case):
     """The names a case's clients use, with a kind for the generators."""
     names = {}
     for n in case.get("dns", {}):
-        kind = "no" if ".no.fuzz.test" in n else "port" if ".port.fuzz.test" in n else "ok"
+        kind = "ok"
+        for k, zone in gen.ZONES.items():
+            if n.endswith("." + zone):
+                kind = k
         names[n] = kind
     return names
 
@@ -100,20 +118,26 @@ def mutate(parent, corpus, seed):
     for _ in range(rng.choice([1, 1, 2, 3, 4])):
         ctx = _ctx_for(rng, c)
         op = rng.choices(["cbytes", "csplit", "cend", "cnew", "cadd", "cdrop", "obytes", "onew", "oops",
-                          "dnew", "dtweak", "cross", "cappend"],
-                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6])[0]
+                          "dnew", "dtweak", "cross", "cappend", "ctls", "otls"],
+                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6, 4, 3])[0]
         clients = c["clients"]
         if op == "cbytes":
             cl = rng.choice(clients)
-            cl["data"] = mutate_bytes(rng, cl["data"], donors)
+            where = _inside(rng, cl) or cl
+            where["data"] = mutate_bytes(rng, where["data"], donors)
             if rng.random() < 0.3:
-                cl["writes"] = gen.splits(rng, len(cl["data"]))
+                where["writes"] = gen.splits(rng, len(where["data"]))
         elif op == "csplit":
             cl = rng.choice(clients)
-            cl["writes"] = gen.splits(rng, len(cl["data"]))
+            where = _inside(rng, cl) or cl
+            where["writes"] = gen.splits(rng, len(where["data"]))
         elif op == "cend":
             cl = rng.choice(clients)
-            cl["end"] = gen.client_end(rng, len(cl["data"]), rng.choice([0.5, 1.0, 2.5]))
+            t = _inside(rng, cl)
+            if t is not None and rng.random() < 0.4:
+                t["cut"] = gen_inspect._cut(rng) if rng.random() < 0.8 else None
+            cl["end"] = gen.client_end(rng, len(t["data"] if t is not None else cl["data"]),
+                                       rng.choice([0.5, 1.0, 2.5]))
             if rng.random() < 0.3:
                 cl["stop_read"] = rng.choice([-1, 0, 1, 100, 5000])
                 cl["rcvbuf"] = rng.choice([0, 2048])
@@ -126,14 +150,51 @@ def mutate(parent, corpus, seed):
         elif op == "cappend":
             # one more request behind what the client sends (pipelined)
             cl = rng.choice(clients)
-            extra = gen.http_request(rng, ctx) if rng.random() < 0.85 else "".join(gen.connect_request(rng, ctx))
-            if rng.random() < 0.3 and "\r\n\r\n" in cl["data"]:
-                cut = cl["data"].find("\r\n\r\n") + 4
-                cl["data"] = cl["data"][:cut] + extra + cl["data"][cut:]
+            where = cl
+            if isinstance(cl.get("tls"), dict):
+                where = cl["tls"]
+                extra = gen.http_request(rng, ctx, inside=_tunnel_of(cl))
             else:
-                cl["data"] += extra
+                extra = gen.http_request(rng, ctx) if rng.random() < 0.85 else "".join(gen.connect_request(rng, ctx))
+            if rng.random() < 0.3 and "\r\n\r\n" in where["data"]:
+                cut = where["data"].find("\r\n\r\n") + 4
+                where["data"] = where["data"][:cut] + extra + where["data"][cut:]
+            else:
+                where["data"] += extra
             if cl["end"].get("at") is not None and rng.random() < 0.5:
                 cl["end"]["at"] = None
+        elif op == "ctls":
+            tc = [cl for cl in clients if isinstance(cl.get("tls"), dict)]
+            if not tc:
+                clients[rng.randrange(len(clients))] = gen_inspect.client(rng, ctx)
+            else:
+                t = rng.choice(tc)["tls"]
+                key = rng.choice(["sni", "alpn", "records", "raw", "notify", "resume", "flip"])
+                t[key] = {"sni": lambda: rng.choice(["@", "@", None, ctx.name(), t.get("host", "").upper()]),
+                          "alpn": lambda: rng.choice([["http/1.1"], None, ["h2"], ["h2", "http/1.1"]]),
+                          "records": lambda: rng.choice([1, 2, 3, 5]),
+                          "raw": lambda: None if t.get("raw") is not None else gen._garbage(rng, rng.randint(1, 200)),
+                          "notify": lambda: not t.get("notify"),
+                          "resume": lambda: rng.choice([None, "same", "other"]),
+                          "flip": lambda: [rng.randint(1, 300) for _ in range(rng.choice([0, 1, 2]))]}[key]()
+        elif op == "otls":
+            keys = [k for k, v in c["origins"].items() if any(isinstance(s_.get("tls"), dict) for s_ in v)]
+            if keys:
+                scripts = c["origins"][rng.choice(sorted(keys))]
+                script = rng.choice([s_ for s_ in scripts if isinstance(s_.get("tls"), dict)])
+                t = script["tls"]
+                r = rng.random()
+                if r < 0.5:
+                    t["cert"] = rng.choice(CERT_KINDS)
+                elif r < 0.8:
+                    t.pop("hs", None)
+                    if "cut" in t:
+                        t.pop("cut")
+                    else:
+                        t.update(cut=rng.randint(0, 900), then=rng.choice(["rst", "close", "stall"]))
+                else:
+                    script["ops"].insert(rng.randint(0, len(script["ops"])),
+                                         {"op": rng.choice(["notify", "alert", "badrec"])})
         elif op == "cdrop" and len(clients) > 1:
             clients.pop(rng.randrange(len(clients)))
         elif op == "obytes" and c["origins"]:
@@ -159,7 +220,12 @@ def mutate(parent, corpus, seed):
             if ops and r < 0.3:
                 ops.pop(rng.randrange(len(ops)))
             elif ops and r < 0.6:
-                ops.insert(rng.randrange(len(ops) + 1), copy.deepcopy(rng.choice(ops)))
+                # A copy moves its bytes after other responses, perhaps one
+                # whose body runs to the close: its poison would be that body.
+                dup = copy.deepcopy(rng.choice(ops))
+                if dup.get("op") == "send":
+                    dup["d"] = dup.get("d", "").replace(gen.POISON, "P0IS0N-")
+                ops.insert(rng.randrange(len(ops) + 1), dup)
             else:
                 ops.insert(rng.randrange(len(ops) + 1),
                            rng.choice([{"op": "rst"}, {"op": "shut"}, {"op": "stall"}, {"op": "close"},
@@ -205,10 +271,13 @@ def mutate(parent, corpus, seed):
         done.append(op)
     for cl in c["clients"]:
         cl["data"] = cl["data"].replace(gen.POISON, "P0IS0N-")
+        if isinstance(cl.get("tls"), dict):
+            cl["tls"]["data"] = cl["tls"].get("data", "").replace(gen.POISON, "P0IS0N-")
     # New clients may name new hosts: most get an answer.
     ctx = _ctx_for(rng, c)
     for cl in c["clients"]:
-        for m in _NAME_RE.finditer(cl["data"]):
+        text = cl["data"] + (cl["tls"].get("data", "") if isinstance(cl.get("tls"), dict) else "")
+        for m in _NAME_RE.finditer(text):
             n = m.group(0).lower().replace(gen.NONCE.lower(), gen.NONCE)
             if n not in c["dns"] and rng.random() < 0.9:
                 c["dns"][n] = gen.dns_entry(rng, ctx, n)

@@ -16,10 +16,12 @@ sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
 from sluicetest import netns  # noqa: E402
 
 # Origins: 11.0.1.0/24 (and a few IPv6 ones). Slots o0..o29 are the
-# per-case origins a DNS answer can name; CANARY serves the canaries.
+# per-case origins a DNS answer can name; CANARY serves the canaries,
+# CANARY_TLS the inspected one.
 ORIGIN_V4 = [f"11.0.1.{10 + i}" for i in range(30)]
 ORIGIN_V6 = [f"2c0f:fff0:1::{10 + i:x}" for i in range(4)]
 CANARY = "11.0.1.1"
+CANARY_TLS = "11.0.1.2"               # the inspected canary's TLS origin
 LITERAL_V4 = "11.0.1.200"             # on the allowlist as an IP literal
 LITERAL_V6 = "2c0f:fff0:1::c8"
 STALL = ("11.0.1.245", 8444)          # SYNs dropped: connects time out
@@ -68,7 +70,7 @@ def isolate():
     netns.verify()
     _ip("link", "set", "lo", "up")
     have = _ip("-o", "addr", "show", "dev", "lo")
-    v4 = [CANARY, LITERAL_V4, STALL[0], OWN_PUBLIC[0]] + ORIGIN_V4 + PRIVATE_ON_LO + \
+    v4 = [CANARY, CANARY_TLS, LITERAL_V4, STALL[0], OWN_PUBLIC[0]] + ORIGIN_V4 + PRIVATE_ON_LO + \
          [a for a, _ in DNS_SERVERS if not a.startswith("127.")]
     for a in v4:
         if f" {a}/" not in have:

@@ -11,8 +11,9 @@ import socket
 import struct
 import time
 
-from . import net
+from . import net, rules
 from .http import parse_requests
+from .tlsbits import ALERT_RECORD, ServerTls, bad_record, sni_of
 
 RECORD_CAP = 4 << 20
 
@@ -30,6 +31,8 @@ class OriginConn:
         self.eof = False
         self.closed = False
         self.task = None
+        self.tls = None         # an inspected origin's TLS record (ServerTls.rec); data is then plaintext
+        self.side = None        # its ServerTls
 
     def key(self):
         return (self.local, self.port)
@@ -53,6 +56,8 @@ class Origins:
         self.counts = {}        # (addr, port) -> connections taken from table
         self.exec_id = 0
         self.tasks = set()
+        self.pki = None         # pki.Pki: the TLS origins' certificates (None: no inspection)
+        self.raw = False        # self-test: ops that only a broken origin would run
 
     async def start(self):
         for port in net.ORIGIN_PORTS:
@@ -121,17 +126,25 @@ class Origins:
             self._close(c)
 
     def _drain_now(self, c):
+        """What is already on the socket, without waiting (for TLS, what of
+        it decrypts)."""
+        raw = bytearray()
         try:
-            while len(c.data) < RECORD_CAP:
+            while len(raw) + len(c.data) < RECORD_CAP:
                 b = c.sock.recv(65536, socket.MSG_DONTWAIT)
                 if not b:
                     c.eof = True
                     break
-                c.data += b
+                raw += b
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
             c.eof = True
+        if c.side is None:
+            c.data += raw
+        elif raw and not c.side.eof:
+            c.side.inc.write(bytes(raw))
+            c.side._drain_plain(c.data)
 
     def _close(self, c, rst=False):
         if c.closed:
@@ -162,7 +175,7 @@ class Origins:
                 pass
             c = OriginConn(s, local, port, peer, self.exec_id)
             self.conns.append(c)
-            if local == net.CANARY:
+            if local in (net.CANARY, net.CANARY_TLS):
                 c.exec_id = -1
                 c.task = self.loop.create_task(self._canary(c))
             else:
@@ -174,13 +187,20 @@ class Origins:
                 elif port in net.HTTP_PORTS:
                     script = {"ops": [{"op": "req"}, {"op": "send", "d": _OK, "w": []}] * 4}
                 else:
-                    script = {"ops": [{"op": "echo", "ms": 1500}]}
+                    # an inspected tunnel's origin speaks TLS; any other echoes
+                    script = {"sniff": True, "ops": [{"op": "echo", "ms": 1500}]}
                 c.task = self.loop.create_task(self._run(c, script))
 
     async def _recv(self, c, timeout):
-        """Read once into c.data. False on EOF, error or timeout."""
+        """Read once into c.data (plaintext on a TLS connection). False on
+        EOF, error or timeout."""
         if c.eof or c.closed:
             return False
+        if c.side is not None:
+            ok = await c.side.recv(c.data, timeout, RECORD_CAP)
+            if c.side.raw_eof:
+                c.eof = True
+            return ok
         try:
             b = await asyncio.wait_for(self.loop.sock_recv(c.sock, 65536), timeout)
         except asyncio.TimeoutError:
@@ -215,14 +235,69 @@ class Origins:
             piece = data[pos:pos + max(0, int(n))]
             pos += len(piece)
             if piece:
-                await self.loop.sock_sendall(c.sock, piece)
+                await self._put(c, piece)
         if pos < len(data):
-            await self.loop.sock_sendall(c.sock, data[pos:])
+            await self._put(c, data[pos:])
+
+    async def _put(self, c, data):
+        """Plaintext out: as it is, or one TLS record (or a few) per call."""
+        if c.side is None:
+            await self.loop.sock_sendall(c.sock, data)
+        else:
+            await c.side.send(data)
+
+    async def _start_tls(self, c, script, pre=b""):
+        """The TLS origin's handshake, with the script's certificate and
+        handshake hostility. True when requests may follow."""
+        t = script["tls"] if isinstance(script.get("tls"), dict) else {}
+        kind = t.get("cert", "good")
+        if self.pki is None or kind not in self.pki.files:
+            kind = "good" if self.pki else None
+        c.tls = {"cert": kind, "hs_done": False}
+        if kind is None:
+            return False
+        if t.get("hs") == "alert":
+            await self.loop.sock_sendall(c.sock, ALERT_RECORD)
+            return False
+        if t.get("hs") == "garbage":
+            await self.loop.sock_sendall(c.sock, b"\x16\x03\x03\x00\x30" + bytes(48))
+            return False
+        c.side = ServerTls(self.loop, c.sock, self.pki.server_context(kind), c.tls, pre)
+        cut = t.get("cut")
+        res = await c.side.handshake(2.0, cut=int(cut) if isinstance(cut, int) else None)
+        if res == "cut":
+            c.tls["error"] = "we cut our handshake"
+            then = t.get("then", "close")
+            if then == "stall":
+                await asyncio.sleep(3600)
+            self._drain_now(c)
+            self._close(c, rst=then == "rst")
+            return False
+        return res == "done"
 
     async def _run(self, c, script):
         try:
             if script.get("rcvbuf"):
                 c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(script["rcvbuf"]))
+            pre = b""
+            if script.get("sniff"):
+                # No script: TLS if this is sluice inspecting (its ClientHello
+                # names an inspected host), else the echo.
+                try:
+                    pre = await asyncio.wait_for(self.loop.sock_recv(c.sock, 65536), 1.5)
+                except asyncio.TimeoutError:
+                    pre = b""
+                if not pre:
+                    c.eof = True
+                    return
+                if self.pki and rules.zone_of(sni_of(pre) or ""):
+                    script = {"tls": {"cert": "good"}, "ops": [{"op": "req"}, {"op": "send", "d": _OK, "w": []}] * 4}
+                else:
+                    c.data += pre
+                    await self.loop.sock_sendall(c.sock, pre)
+                    pre = b""
+            if script.get("tls") and not await self._start_tls(c, script, pre):
+                return
             for op in script.get("ops", []):
                 k = op.get("op")
                 if k == "req":
@@ -231,7 +306,7 @@ class Origins:
                     await self._send(c, op.get("d", "").encode("latin-1"), op.get("w", []))
                 elif k == "bulk":
                     for block in _bulk(int(op.get("n", 0))):
-                        await self.loop.sock_sendall(c.sock, block)
+                        await self._put(c, block)
                 elif k == "sleep":
                     await asyncio.sleep(op.get("ms", 0) / 1000.0)
                 elif k == "shut":
@@ -246,12 +321,25 @@ class Origins:
                     return
                 elif k == "stall":
                     await asyncio.sleep(3600)
+                elif k == "notify" and c.side:       # close_notify, then go on reading
+                    await c.side.notify()
+                elif k == "alert" and c.side:        # an alert in the clear where records are encrypted
+                    await self.loop.sock_sendall(c.sock, ALERT_RECORD)
+                elif k == "badrec" and c.side:       # a record that cannot decrypt
+                    await self.loop.sock_sendall(c.sock, bad_record(int(op.get("n", 32))))
+                elif k == "reflect" and c.side and self.raw:
+                    # self-test only: the request as the origin got it, sent back
+                    body = bytes(c.data)
+                    await self._put(c, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
                 elif k == "echo":
                     deadline = time.monotonic() + op.get("ms", 1000) / 1000.0
                     sent = len(c.data)
                     while time.monotonic() < deadline:
                         ok = await self._recv(c, deadline - time.monotonic())
-                        if len(c.data) > sent:
+                        # Inside TLS nothing is echoed: the request sluice
+                        # sends carries the credential, which the client
+                        # must never see (only an origin could show it).
+                        if len(c.data) > sent and c.side is None:
                             await self.loop.sock_sendall(c.sock, bytes(c.data[sent:]))
                             sent = len(c.data)
                         if not ok:
@@ -268,9 +356,13 @@ class Origins:
 
     async def _canary(self, c):
         """The canaries' origin: HTTP on the HTTP ports (the path back in
-        the body), an echo on the others."""
+        the body), an echo on the others; HTTP inside TLS for the inspected
+        canary."""
         try:
-            if c.port in net.HTTP_PORTS:
+            if c.local == net.CANARY_TLS:
+                if not await self._start_tls(c, {"tls": {"cert": "good"}}):
+                    return
+            if c.port in net.HTTP_PORTS or c.side is not None:
                 while True:
                     reqs, _, _ = parse_requests(c.data)
                     done = [r for r in reqs if r.complete]
@@ -278,8 +370,7 @@ class Origins:
                         r = done[c.parsed]
                         c.parsed += 1
                         body = f"canary {r.target}\n".encode()
-                        await self.loop.sock_sendall(
-                            c.sock, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                        await self._put(c, b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
                     if not await self._recv(c, 10.0):
                         break
             else:

@@ -7,13 +7,17 @@ import copy
 import subprocess
 from pathlib import Path
 
+from . import checks, plumbing, rules
 from . import daemon as daemon_mod
 from .gen import NONCE, POISON
 from .harness import Runner, case_id
 from .http import parse_requests
+from .origins import OriginConn
 
 OK_NAME = f"h0-{NONCE}.ok.fuzz.test"
 NO_NAME = f"h0-{NONCE}.no.fuzz.test"
+I1_NAME = f"h0-{NONCE}.i1.fuzz.test"
+I2_NAME = f"h0-{NONCE}.i2.fuzz.test"
 
 
 def _get(name, extra=""):
@@ -25,6 +29,17 @@ def _get(name, extra=""):
 def _dns(name, addr):
     return {name: {"A": [{"rcode": 0, "an": [{"t": "A", "name": "@", "addr": addr, "ttl": 0}]}],
                    "AAAA": [{"rcode": 0, "an": []}]}}
+
+
+def _tunnel(name, plain):
+    return {"start_ms": 0, "data": f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n", "bulk": 0,
+            "writes": [], "end": {"kind": "hold", "at": None, "ms": 0}, "stop_read": -1, "rcvbuf": 0,
+            "wait_ms": 600, "tls": {"host": name, "sni": "@", "alpn": ["http/1.1"], "records": 1, "raw": None,
+                                    "data": plain, "writes": [], "cut": None, "notify": False}}
+
+
+def _tls_origin(ops, cert="good"):
+    return [{"tls": {"cert": cert}, "ops": ops}]
 
 
 def _case(clients, dns, origins=None):
@@ -59,7 +74,122 @@ SCENARIOS = [
     ("the canary's name is not on the allowlist", "", None,
      _case([_get(OK_NAME)], _dns(OK_NAME, "o4")),
      {"canary_failed"}),
+    ("a request rule wider than the model lets POST through", "", "* *.i1.fuzz.test/*\n",
+     _case([_tunnel(I1_NAME, f"POST /x HTTP/1.1\r\nHost: {I1_NAME}\r\nContent-Length: 2\r\n\r\nhi")],
+           _dns(I1_NAME, "o5"),
+           {"o5:443": _tls_origin([{"op": "req"}, {"op": "send", "d": "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                                                    "w": []}])}),
+     {"allowed_against_rules", "origin_request_unlisted"}, {"inspect": "on"}),
+    ("upstream_ca trusts a CA whose certificates sluice must refuse", "", "",
+     _case([_tunnel(I1_NAME, f"GET /x HTTP/1.1\r\nHost: {I1_NAME}\r\n\r\n")], _dns(I1_NAME, "o6"),
+           {"o6:443": _tls_origin([{"op": "req"}, {"op": "send", "d": "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                                                    "w": []}], cert="untrusted")}),
+     {"upstream_cert_accepted", "request_to_unverified_origin"}, {"inspect": "on", "trust_untrusted": True}),
+    ("an origin shows the client the request with the credential in it", "", "",
+     _case([_tunnel(I2_NAME, f"GET /up/x HTTP/1.1\r\nHost: {I2_NAME}\r\n\r\n")], _dns(I2_NAME, "o7"),
+           {"o7:443": _tls_origin([{"op": "req"}, {"op": "reflect"}])}),
+     {"secret_leaked"}, {"inspect": "on"}),
 ]
+
+
+class _Dns:
+    """What the oracle asks of the DNS server, for the checks without sluice."""
+    def __init__(self, given):
+        self.given = given
+        self.queries = []
+
+    def taint(self, name, port):
+        return set()
+
+
+def _oracle_for(name, addr, secret):
+    o = checks.Oracle(_Dns({name: {addr}}), secret, rules.rule_line_numbers(daemon_mod.ALLOWLIST + rules.ALLOWLIST))
+    return o
+
+
+def pure_inspect_checks():
+    """The inspection checks on made-up log lines and connections: each
+    breaks one property and must be reported."""
+    fails = []
+    secret = "fzS3cr3tSELFTEST"
+    name, addr = "h0-abcdef.i2.fuzz.test", "11.0.1.10"
+    tunnel = {"event": "decision", "id": "t1", "client": "127.0.0.1:40000", "method": "CONNECT", "host": name,
+              "port": 443, "decision": "allow", "reason": "inspected", "addr": addr}
+    line2 = rules.rule_line_numbers(daemon_mod.ALLOWLIST + rules.ALLOWLIST)[1]
+    req = {"event": "request", "id": "t1", "n": 1, "method": "GET", "host": name, "path": "/up/x",
+           "decision": "allow", "reason": "rule", "rule": f"allowlist.txt:{line2}", "credential": "fz", "status": 200}
+    head = f"GET /up/x HTTP/1.1\r\nHost: {name}\r\nAuthorization: Bearer {secret}\r\n\r\n".encode()
+
+    def conn(data, tls=True, port=443):
+        c = OriginConn(None, addr, port, None, 1)
+        c.data = bytearray(data)
+        if tls:
+            c.tls = {"cert": "good", "hs_done": True, "sni": name, "alpn": "http/1.1", "version": "TLSv1.2",
+                     "cipher": ("ECDHE-ECDSA-AES128-GCM-SHA256", "TLSv1.2", 128)}
+        return c
+
+    def kinds(o, lines=(), conns=(), clients=()):
+        got = {v.kind for v in o.add_lines(list(lines))}
+        for r in clients:
+            got |= {v.kind for v in o.check_client(r)}
+        for c in conns:
+            got |= {v.kind for v in o.check_origin(c)}
+        return got
+
+    class _Client:
+        def __init__(self, sent):
+            self.local_port, self.received, self.plain, self.plain_sent = 40000, bytearray(), bytearray(), sent
+            self.tls = {"state": "done", "version": "TLSv1.2", "cipher": ("ECDHE-ECDSA-AES128-GCM-SHA256",),
+                        "alpn": None}
+            self.tunnel_host, self.outcome = name, "eof"
+
+    sent = _Client(bytearray(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()))
+    expired = conn(b"")
+    expired.tls["cert"] = "expired"
+    tls13 = _Client(bytearray())
+    tls13.tls["version"] = "TLSv1.3"
+    answered = _Client(bytearray())
+    answered.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+    failed = dict(tunnel, decision="deny", reason="upstream_tls_failed", detail="upstream TLS: expired")
+    resumed = _Client(bytearray())
+    resumed.tls.update(resumed=True, offered_session_of="h9-abcdef.i1.fuzz.test")
+    two = _Client(bytearray(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\n\r\n".encode() * 2))
+    two.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 2)
+    cases = [
+        ("a clean tunnel", [tunnel, req], [conn(head)], [sent], set()),
+        ("a request sent once reaches the origin twice", [tunnel, req, dict(req, n=2)], [conn(head * 2)], [sent],
+         {"origin_request_not_sent"}),
+        ("a request line for no tunnel", [dict(req, id="t9")], [], [], {"request_without_tunnel"}),
+        ("a request the rules refuse is logged as allowed", [tunnel, dict(req, path="/other")], [], [],
+         {"allowed_against_rules"}),
+        ("an ambiguous path allowed", [tunnel, dict(req, path="/up/%2e%2e/x")], [], [], {"allowed_against_rules"}),
+        ("a request the rules allow is refused", [tunnel, dict(req, decision="deny", reason="rule_not_matched",
+                                                               suggest="", rule=None, credential=None)],
+         [], [], {"refused_against_rules"}),
+        ("the credential is missing at the origin", [tunnel, req],
+         [conn(head.replace(f"Authorization: Bearer {secret}\r\n".encode(), b""))], [sent], {"credential_wrong"}),
+        ("the secret on a plain connection", [], [conn(head, tls=False, port=8443)], [], {"credential_in_clear"}),
+        ("a plain-HTTP request to i2 carries an Authorization header", [],
+         [conn(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\nAuthorization: x\r\n\r\n".encode(), tls=False, port=80)],
+         [], {"credential_header_in_clear"}),
+        ("an origin with a bad certificate finished the handshake", [tunnel], [expired], [],
+         {"upstream_cert_accepted"}),
+        ("the gate agreed to TLS 1.3 with a client", [], [], [tls13], {"client_tls_params"}),
+        ("a tunnel whose origin failed TLS answers 200 inside", [failed], [], [answered],
+         {"upstream_tls_failed_not_502"}),
+        ("a tunnel resumed another host's session", [], [], [resumed], {"resumed_across_hosts"}),
+        ("two answers in a tunnel with one request line",
+         [tunnel, req, {"event": "close", "id": "t1", "end": "client_eof"}], [], [two],
+         {"answer_without_request_line"}),
+    ]
+    for what, lines, conns, clients, want in cases:
+        lines = [{k: v for k, v in l.items() if v is not None} for l in lines]
+        got = kinds(_oracle_for(name, addr, secret), lines, conns, clients)
+        if (want and not want <= got) or (not want and got):
+            fails.append(f"inspection check '{what}': wanted {sorted(want) or 'nothing'}, got {sorted(got)}")
+        else:
+            print(f"fuzz-daemon: self-test: {what}: reported {sorted(got)}: ok", flush=True)
+    return fails
 
 
 def pure_checks():
@@ -99,16 +229,24 @@ def tampered_log_fails(path, binary):
 
 
 async def run(o):
-    problems = pure_checks()
-    o = copy.copy(o)
-    o.keep_going = True
-    o.raw = True
-    for what, policy, extra, case, want in SCENARIOS:
+    problems = pure_checks() + pure_inspect_checks()
+    problems += await plumbing.run(o.workdir)
+    if not problems:
+        print("fuzz-daemon: self-test: the TLS client and origins work through a plain relay", flush=True)
+    base_o = o
+    for what, policy, extra, case, want, *opts in SCENARIOS:
+        o = copy.copy(base_o)
+        o.keep_going = True
+        o.raw = True
+        for k, v in (opts[0] if opts else {}).items():
+            setattr(o, k, v)
         o.policy_extra = policy
         base = daemon_mod.ALLOWLIST
         o.allowlist = base.replace("canary.fuzz.test\n", "") if extra is None else base + extra
         r = Runner(o)
         await r.setup()
+        if getattr(o, "inspect", "auto") == "on" and not r.inspect:
+            problems.append(f"{what}: this sluice does not inspect")
         try:
             v, _, _ = await r.run_case(copy.deepcopy(case))
             got = {x.kind for x in v}
@@ -120,7 +258,7 @@ async def run(o):
             log = r.daemon.workdir / "decisions.log"
         finally:
             await r.close()
-    problems += tampered_log_fails(log, o.binary)
+    problems += tampered_log_fails(log, base_o.binary)
     for p in problems:
         print(f"fuzz-daemon: self-test FAILED: {p}", flush=True)
     if not problems:
