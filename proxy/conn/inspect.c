@@ -105,6 +105,7 @@ static void upstream_failed(conn *c, const char *why)
         start_client_tls(c);
         return;
     }
+    c->x.cred = NULL;   /* nothing was sent: its line names no credential */
     conn_refuse(c, 502, "upstream_tls_failed",
                 "TLS with %s failed: %s. sluice sends no request to an origin it cannot verify.",
                 in->host.name, in->upstream_failure);
