@@ -532,7 +532,7 @@ static bool add_crates_io_pins(cargo *c, const sl_toml *pkg, const char *source,
     }
     if (c->git_protocol) {
         if (!add_fallback(c, "github.com", 10, 443, NULL, true,
-                          "crates.io's git index is cloned (git fetches by POST): not pinned", c->lock, line))
+                          "crates.io's git index is cloned, and git fetches by POST", c->lock, line))
             return false;
     } else {
         char ipath[80];
@@ -584,16 +584,16 @@ static bool add_package_pins(cargo *c, const sl_toml *pkg, const char *s, size_t
     case SRC_REGISTRY:
         return add_fallback_url(c, id.url, id.url_len, replaced,
                                 replaced ? "a git-index mirror: its download URL is in its config.json, unknown "
-                                           "offline: not pinned"
+                                           "offline"
                                          : "a git-index registry: its download URL is in its config.json, "
-                                           "unknown offline: not pinned",
+                                           "unknown offline",
                                 errfile, errline);
     case SRC_SPARSE:
         return add_fallback_url(c, id.url, id.url_len, replaced,
                                 replaced ? "a sparse mirror: its download URL is in its config.json, unknown "
-                                           "offline: not pinned"
+                                           "offline"
                                          : "a sparse registry: its download URL is in its config.json, "
-                                           "unknown offline: not pinned",
+                                           "unknown offline",
                                 errfile, errline);
     case SRC_GIT:
         return add_fallback_url(c, id.url, id.url_len, replaced,
