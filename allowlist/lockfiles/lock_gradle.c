@@ -547,6 +547,8 @@ typedef struct analysis {
     bool pins;                 /* --pins */
     const char *why;           /* pins: why a host entry is not pinned */
     struct verif *verif;       /* pins: gradle/verification-metadata.xml, if there is one */
+    char **plain;              /* pins: "host:port" of the host entries made here */
+    size_t nplain, capplain;
 } analysis;
 
 /* A project file: the trigger's own bytes when it is the one asked for. */
@@ -1190,9 +1192,34 @@ static bool read_lockfile(analysis *an, const char *rel, bool *has_entries)
     return true;
 }
 
+/* With pins, the host entries made here: a rule on one of their hosts would
+ * shadow them (rules narrow). */
+static void note_plain(analysis *an, const char *host, size_t hlen, int port)
+{
+    char key[300];
+    snprintf(key, sizeof key, "%.*s:%d", (int)(hlen > 255 ? 255 : hlen), host, port);
+    for (size_t i = 0; i < an->nplain; i++)
+        if (!strcasecmp(an->plain[i], key))
+            return;
+    if (sl_grow(&an->plain, &an->capplain, an->nplain, sizeof *an->plain, 4 * MAX_DECLS))
+        an->plain[an->nplain++] = sl_xstrdup(key);
+}
+
+static bool is_plain(const analysis *an, const char *host, size_t hlen, int port)
+{
+    char key[300];
+    snprintf(key, sizeof key, "%.*s:%d", (int)(hlen > 255 ? 255 : hlen), host, port);
+    for (size_t i = 0; i < an->nplain; i++)
+        if (!strcasecmp(an->plain[i], key))
+            return true;
+    return false;
+}
+
 /* A host entry (with pins: a fallback saying why, an->why). */
 static bool add_host(analysis *an, const char *host, int port, const char *file, int line)
 {
+    if (an->pins)
+        note_plain(an, host, strlen(host), port);
     char msg[256];
     if (!(an->pins ? sl_derived_add_fallback(an->out, host, strlen(host), port, NULL, 0, file, an->why, msg,
                                              sizeof msg)
@@ -1214,6 +1241,7 @@ static int add_url_entry(analysis *an, const char *url, size_t n, const char *fi
     sl_url u;
     if (r <= 0 || !sl_url_parse(url, n, &u))
         return r;
+    note_plain(an, u.host, u.host_len, u.port);
     return sl_derived_add_fallback(an->out, u.host, u.host_len, u.port, NULL, 0, file, an->why, msg, cap) ? 1 : -1;
 }
 
@@ -1611,6 +1639,11 @@ static bool wrapper_pins(analysis *an, const char *data, size_t len, const char 
         return an_fail(an, path, sline, "%s", "distributionSha256Sum is not a SHA-256 in hex");
     const char *d[1] = { sri };
     const char *why = "no distributionSha256Sum in gradle-wrapper.properties";
+    sl_url w;
+    if (sline && sl_url_parse(url, strlen(url), &w) && w.port > 0 && is_plain(an, w.host, w.host_len, w.port)) {
+        sline = 0;        /* a rule there would leave the build's repositories on that host nothing */
+        why = "its host also has repositories that are not pinned, which a rule would shadow";
+    }
     int r = sline ? sl_derived_add_rule_url(an->out, url, strlen(url), d, 1, path, "Gradle distribution", msg,
                                             sizeof msg)
                   : sl_derived_add_fallback_url(an->out, url, strlen(url), path, why, msg, sizeof msg);
@@ -1805,6 +1838,9 @@ static bool gradle_read(const char *path, const char *data, size_t len, sl_proje
     an->pins = sl_derived_pins(out);
     bool ok = analyse(an);
     verif_free(an->verif);
+    for (size_t i = 0; i < an->nplain; i++)
+        free(an->plain[i]);
+    free(an->plain);
     for (int i = 0; i < an->nd; i++)
         free(an->d[i].url);
     free(an->d);
