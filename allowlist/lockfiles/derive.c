@@ -628,6 +628,11 @@ static bool shadowed(const sl_derived *d, const dentry *de)
 
 size_t sl_derived_count(const sl_derived *d)
 {
+    /* Pending fallbacks become entries here, as in sl_derived_entry: a set
+     * of fallbacks alone would otherwise count (and print) as empty. d is
+     * never a const object; the cast keeps the header's signature. */
+    if (d->nfb)
+        resolve_fallbacks((sl_derived *)d);
     return d->n;
 }
 
@@ -695,7 +700,7 @@ const sl_entry *sl_derived_entry(sl_derived *d, size_t i, const char *const **fi
 
 void sl_derived_print(sl_derived *d, FILE *out)
 {
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < sl_derived_count(d); i++) {
         sl_derived_entry(d, i, NULL, NULL);
         const dentry *de = d->order[i];
         if (sl_entry_is_rule(&de->e)) {
@@ -729,7 +734,7 @@ void sl_derived_print_json(sl_derived *d, FILE *out)
 {
     json_t *root = json_object();
     json_t *arr = json_array();
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < sl_derived_count(d); i++) {
         const char *const *files;
         size_t nfiles;
         const sl_entry *e = sl_derived_entry(d, i, &files, &nfiles);

@@ -447,6 +447,30 @@ static void test_fallbacks_follow_the_host(void **state)
     sl_derived_free(d);
 }
 
+/* A set that holds only fallbacks with a path still counts and prints them
+ * (they are resolved when first looked at, count and print included). */
+static void test_fallbacks_alone_are_counted_and_printed(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *w = "https://services.example/dist/tool-1.zip";
+    assert_int_equal(sl_derived_add_fallback_url(d, w, strlen(w), "wrapper.properties", "no checksum", err,
+                                                 sizeof err), 1);
+    assert_int_equal(sl_derived_count(d), 1);
+    char *out = printed(d, false);
+    assert_string_equal(out, "services.example:443  # wrapper.properties: no checksum\n");
+    free(out);
+    sl_derived_free(d);
+    d = sl_derived_new();
+    assert_int_equal(sl_derived_add_fallback_url(d, w, strlen(w), "wrapper.properties", "no checksum", err,
+                                                 sizeof err), 1);
+    out = printed(d, true);
+    assert_non_null(strstr(out, "\"entry\": \"services.example:443\""));
+    free(out);
+    sl_derived_free(d);
+}
+
 static void test_sri_helpers(void **state)
 {
     (void)state;
@@ -482,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_rule_inputs_are_validated),
         cmocka_unit_test(test_rule_urls_drop_query_and_fall_back_when_no_rule_can_name_them),
         cmocka_unit_test(test_fallbacks_follow_the_host),
+        cmocka_unit_test(test_fallbacks_alone_are_counted_and_printed),
         cmocka_unit_test(test_sri_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
