@@ -626,13 +626,12 @@ static bool shadowed(const sl_derived *d, const dentry *de)
     return !sl_entry_is_rule(&de->e) && has_rules(d, &de->e.host, de->e.port);
 }
 
-size_t sl_derived_count(const sl_derived *d)
+size_t sl_derived_count(sl_derived *d)
 {
     /* Pending fallbacks become entries here, as in sl_derived_entry: a set
-     * of fallbacks alone would otherwise count (and print) as empty. d is
-     * never a const object; the cast keeps the header's signature. */
+     * of fallbacks alone would otherwise count (and print) as empty. */
     if (d->nfb)
-        resolve_fallbacks((sl_derived *)d);
+        resolve_fallbacks(d);
     return d->n;
 }
 
