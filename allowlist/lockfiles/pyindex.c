@@ -806,6 +806,18 @@ int sl_pyindex_unpinned(sl_derived *out, const char *index, size_t len, const sl
     return add_parts_as(out, &u, prov, why, err, errcap);
 }
 
+int sl_pyindex_files_unpinned(sl_derived *out, const char *index, size_t len,
+                              const sl_pyprov *prov, const char *why, char *err, size_t errcap)
+{
+    urlparts u;
+    int r = split(index, len, &u, err, errcap);
+    if (r <= 0)
+        return r;
+    if (!u.scp && host_is(&u, "pypi.org", 443))
+        return add_fixed_as(out, PYPI_FILES, prov, why, err, errcap);
+    return add_parts_as(out, &u, prov, why, err, errcap);
+}
+
 int sl_pyvcs_unpinned(sl_derived *out, const char *url, size_t len, const sl_pyprov *prov,
                       const char *why, char *err, size_t errcap)
 {

@@ -118,6 +118,9 @@ int sl_pyindex_unpinned(sl_derived *out, const char *index, size_t len, const sl
                         const char *why, char *err, size_t errcap);
 int sl_pyvcs_unpinned(sl_derived *out, const char *url, size_t len, const sl_pyprov *prov,
                       const char *why, char *err, size_t errcap);
+/* Only the host an index's files are on (PyPI's files.pythonhosted.org). */
+int sl_pyindex_files_unpinned(sl_derived *out, const char *index, size_t len,
+                              const sl_pyprov *prov, const char *why, char *err, size_t errcap);
 
 /* Pins by version, gathered before they are added, so that the rules of a
  * version that several projects share carry all their digests and a note
