@@ -660,6 +660,26 @@ static int files_host(const char *index, size_t len, fileshost *fh, char *err, s
     return 1;
 }
 
+/* s as Python's urllib.parse.quote(s, safe="") writes it: every byte but
+ * letters, digits and "_.-~" as %XX. out needs 3 * n + 1 bytes. */
+static size_t quote(const char *s, size_t n, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (is_alnum((char)c) || c == '_' || c == '.' || c == '-' || c == '~') {
+            out[k++] = (char)c;
+        } else {
+            out[k++] = '%';
+            out[k++] = hex[c >> 4];
+            out[k++] = hex[c & 15];
+        }
+    }
+    out[k] = '\0';
+    return k;
+}
+
 /* A byte a file name may hold in a pattern that spells it literally: not
  * '*' (a wildcard), '%' (the request would spell it some other way), '/'. */
 static bool literal_name(const char *s, size_t n)
@@ -699,10 +719,18 @@ int sl_pyindex_file_rule(sl_derived *out, const char *index, size_t len, const c
         free(fh.clean);
         return r;
     }
-    char *pat = sl_xrealloc(NULL, pl + fl + 3);
+    /* The index links the file as it likes: "torch-2.2.1+cpu-...whl" or
+     * "torch-2.2.1%2Bcpu-...whl" (download.pytorch.org), and the client
+     * sends the link as written. Both spellings, when they differ. */
+    char *pat = sl_xrealloc(NULL, pl + 3 * fl + 3);
     snprintf(pat, pl + fl + 3, "%s*/%s", fh.prefix, file);
     r = rule_each(out, fh.host, fh.host_len, fh.port, pat, strlen(pat), digests, ndigests, prov,
                   note, err, errcap);
+    memcpy(pat, fh.prefix, pl);
+    memcpy(pat + pl, "*/", 2);
+    if (r > 0 && quote(file, fl, pat + pl + 2) != fl)
+        r = rule_each(out, fh.host, fh.host_len, fh.port, pat, strlen(pat), digests, ndigests, prov,
+                      note, err, errcap);
     free(pat);
     free(fh.clean);
     return r;
@@ -719,15 +747,22 @@ static int version_patterns(sl_derived *out, const char *host, size_t host_len, 
                             size_t errcap)
 {
     static const char *const pat[] = { "%s*-%s-*.whl", "%s*-%s.tar.gz", "%s*-%s.zip" };
-    size_t bl = strlen(prefix) + strlen(version) + 16;
+    /* pip quotes every link it takes from an index (models/link.py
+     * _ensure_quoted_url: quote(unquote(part))), so a local version's '+'
+     * and an epoch's '!' go out as %2B and %21. */
+    size_t vl = strlen(version);
+    char *qv = sl_xrealloc(NULL, 3 * vl + 1);
+    quote(version, vl, qv);
+    size_t bl = strlen(prefix) + strlen(qv) + 16;
     char *buf = sl_xrealloc(NULL, bl);
     int r = 1;
     for (size_t k = 0; k < sizeof pat / sizeof *pat && r > 0; k++) {
-        int n = snprintf(buf, bl, pat[k], prefix, version);
+        int n = snprintf(buf, bl, pat[k], prefix, qv);
         r = rule_each(out, host, host_len, port, buf, (size_t)n, digests, ndigests, prov, note, err,
                       errcap);
     }
     free(buf);
+    free(qv);
     return r;
 }
 

@@ -127,6 +127,17 @@ static void test_version_patterns_match_that_version_only(void **state)
         "GET files.pythonhosted.org:443/packages/*-1.0.tar.gz " SRI_A "  # requirements.txt\n"
         "GET files.pythonhosted.org:443/packages/*-1.0.zip " SRI_A "  # requirements.txt\n");
     free(out);
+    /* A local version as pip sends it: it quotes every link it takes
+     * from an index, '+' as %2B. */
+    sl_derived *t = sl_derived_new();
+    const char *torch = "https://download.pytorch.org/whl/cpu";
+    assert_int_equal(sl_pyindex_version_rules(t, torch, strlen(torch), "2.2.1+cpu", dig, 1, &prov, NULL,
+                                              err, sizeof err), 1);
+    assert_int_equal(matching(t, "download.pytorch.org", "/whl/torch-2.2.1%2Bcpu-cp311-cp311-linux_x86_64.whl"),
+                     1);
+    assert_int_equal(matching(t, "download.pytorch.org", "/whl/torch-2.2.1%2Bcpu-cp311-cp311-linux_x86_64.whl"
+                                                         ".metadata"), 0);
+    sl_derived_free(t);
     /* "==1.*" is no version: nothing to spell */
     assert_int_equal(sl_pyindex_version_rules(d, pypi, strlen(pypi), "1.*", dig, 1, &prov, NULL, err,
                                               sizeof err), -1);
@@ -196,10 +207,17 @@ static void test_file_rules_spell_the_name_or_fall_back(void **state)
                                           sizeof err), 1);
     assert_int_equal(sl_pyindex_file_rule(d, legacy, strlen(legacy), "corp-1.0.tar.gz", NULL, 0, &prov,
                                           "not pinned: only an MD5 digest", err, sizeof err), 1);
+    /* a link may spell '+' either way: both rules */
+    assert_int_equal(sl_pyindex_file_rule(d, legacy, strlen(legacy), "torch-2.2.1+cpu-cp311-none-any.whl", dig, 1,
+                                          &prov, NULL, err, sizeof err), 1);
+    assert_int_equal(matching(d, "pkgs.corp.example", "/whl/torch-2.2.1+cpu-cp311-none-any.whl"), 1);
+    assert_int_equal(matching(d, "pkgs.corp.example", "/whl/torch-2.2.1%2Bcpu-cp311-none-any.whl"), 1);
     char *out = printed(d);
     assert_string_equal(out,
         "GET files.pythonhosted.org:443/packages/*/certifi-2024.2.2-py3-none-any.whl " SRI_A "  # poetry.lock\n"
         "GET pkgs.corp.example:443/*/corp-1.0.tar.gz  # poetry.lock: not pinned: only an MD5 digest\n"
+        "GET pkgs.corp.example:443/*/torch-2.2.1%2Bcpu-cp311-none-any.whl " SRI_A "  # poetry.lock\n"
+        "GET pkgs.corp.example:443/*/torch-2.2.1+cpu-cp311-none-any.whl " SRI_A "  # poetry.lock\n"
         "pkgs.corp.example:443  # poetry.lock: shadowed: this host has request rules, which alone decide for it\n");
     free(out);
     sl_derived_free(d);
