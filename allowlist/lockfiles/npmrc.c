@@ -703,13 +703,25 @@ static bool pin_redirect(sl_npm_pins *p, const sl_url *u, const char *cfgfile, i
                                               "GitHub redirects a download here, to a path not known offline", line);
 }
 
-static int add_rule_url(sl_npm_pins *p, const char *url, size_t len, const char *const *digests, size_t n,
-                        const char *cfgfile, const char *note, int line)
+/* A rule for the parsed url. A path a rule can hold as it is goes in
+ * directly (the URL parsed once: a lockfile has a hundred thousand of
+ * them); the URL form gives any other its fallback. */
+static int add_rule_url(sl_npm_pins *p, const char *url, size_t len, const sl_url *u, const char *const *digests,
+                        size_t n, const char *cfgfile, const char *note, int line)
 {
     char msg[400];
-    int r = sl_derived_add_rule_url(p->d, url, len, digests, n, p->lockfile, note, msg, sizeof msg);
-    if (r > 0 && cfgfile)
-        r = sl_derived_add_rule_url(p->d, url, len, digests, n, cfgfile, note, msg, sizeof msg);
+    const char *path = u->path_len ? u->path : "/";
+    size_t plen = u->path_len ? u->path_len : 1;
+    bool plain = !u->scp_style && path[0] == '/' && !memchr(path, '*', plen) && !sl_path_ambiguous(path, plen);
+    const char *files[2] = { p->lockfile, cfgfile };
+    int r = 1;
+    for (int i = 0; i < 2 && files[i] && r > 0; i++) {
+        if (plain)
+            r = sl_derived_add_rule(p->d, u->host, u->host_len, u->port, path, plen, digests, n, files[i], note, msg,
+                                    sizeof msg) ? 1 : -1;
+        else
+            r = sl_derived_add_rule_url(p->d, url, len, digests, n, files[i], note, msg, sizeof msg);
+    }
     if (r < 0)
         pin_failed(p, line, msg);
     return r;
@@ -763,7 +775,7 @@ int sl_npm_pin_tarball(sl_npm_pins *p, const char *url, size_t len, const char *
     const char *list[SL_NPM_DIGESTS];
     for (size_t i = 0; i < n; i++)
         list[i] = digests[i];
-    r = add_rule_url(p, url, len, list, n, cfgfile, NULL, line);
+    r = add_rule_url(p, url, len, &u, list, n, cfgfile, NULL, line);
     return r > 0 && !pin_redirect(p, &u, cfgfile, line) ? -1 : r;
 }
 
@@ -777,7 +789,7 @@ int sl_npm_pin_metadata(sl_npm_pins *p, const char *url, size_t len, const char 
     const char *blocked = blocked_why(p, u.host, u.host_len, u.port);
     if (blocked)
         return sl_npm_pin_fallback_host(p, u.host, u.host_len, u.port, cfgfile, blocked, line) ? 1 : -1;
-    return add_rule_url(p, url, len, NULL, 0, cfgfile, note, line);
+    return add_rule_url(p, url, len, &u, NULL, 0, cfgfile, note, line);
 }
 
 /* ---- registry URLs ---- */
@@ -922,7 +934,7 @@ char *sl_npm_registry_rewrite(const char *registry, const sl_url *u, const char 
         len -= xl;
     }
     bool has_prefix = pl == 0 || (!xl && len >= pl && !memcmp(path, r.path, pl) && (len == pl || path[pl] == '/'));
-    sbuf b = { 0 };
+    sbuf b = { .s = sl_xrealloc(NULL, 40 + r.host_len + pl + len), .cap = 40 + r.host_len + pl + len };
     sb_origin(&b, &r);
     if (!has_prefix)
         sb_put(&b, r.path, pl);
