@@ -456,6 +456,33 @@ static void block_v1(npm_ctx *x, json_t *deps)
     }
 }
 
+/* --pins, v1: a bundled package and what is bundled under it, fetched in
+ * its parent's tarball; only their packuments are read (build-ideal-tree's
+ * inflate visits every package of the tree). Nothing here is required to
+ * be well-formed: the host-entry output never reads it either. */
+static bool pin_v1_bundled(npm_ctx *x, const char *name, json_t *v)
+{
+    json_t *ver = json_object_get(v, "version");
+    if (json_is_string(ver)) {
+        const char *version = json_string_value(ver);
+        size_t vlen = json_string_length(ver);
+        const char *real, *rver;
+        size_t real_len, rvlen;
+        alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
+        if (!starts(version, vlen, "file:") && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:")) &&
+            !pin_packument(x, real, real_len, NOTE_V1, 0))
+            return false;
+    }
+    json_t *deps = json_object_get(v, "dependencies");
+    const char *sub;
+    json_t *sv;
+    if (json_is_object(deps))
+        json_object_foreach(deps, sub, sv)
+            if (json_is_object(sv) && !pin_v1_bundled(x, sub, sv))
+                return false;
+    return true;
+}
+
 /* lockfileVersion 1: nested "dependencies", keyed by name. */
 static bool read_v1_deps(npm_ctx *x, json_t *deps, const char *where)
 {
@@ -472,9 +499,16 @@ static bool read_v1_deps(npm_ctx *x, json_t *deps, const char *where)
                            name);
             return false;
         }
-        bool bundled = is_true(v, "bundled");
-        if (bundled && !x->pins)
-            continue;                              /* inside its parent's tarball */
+        if (is_true(v, "bundled")) {
+            /* inside its parent's tarball; with pins, npm 7+ still reads
+             * its packument to upgrade the lockfile */
+            if (x->pins && x->old && !pin_v1_bundled(x, name, v)) {
+                if (!x->err->line && !strcmp(x->err->file, x->path))
+                    x->err->line = key_line(x, name);
+                return false;
+            }
+            continue;
+        }
         const char *resolved, *version, *sri = NULL;
         size_t rlen, vlen, sri_len = 0;
         if (!string_field(x, v, "resolved", name, &resolved, &rlen) ||
@@ -492,8 +526,8 @@ static bool read_v1_deps(npm_ctx *x, json_t *deps, const char *where)
         bool local = starts(version, vlen, "file:");
         bool registry = !local && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:"));
         bool ok = true;
-        if (local || bundled)
-            ok = true;                             /* bundled: inside its parent's tarball */
+        if (local)
+            ok = true;
         else if (resolved && rlen)
             ok = x->pins ? pin_resolved(x, resolved, rlen, sri, sri_len, 0) : add_resolved(x, resolved, rlen, 0);
         else if (!registry)                        /* git: the version is the URL */

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "growbuf.h"
+#include "rules.h"
 #include "text.h"
 #include "url.h"
 
@@ -703,28 +704,31 @@ static bool pin_redirect(sl_npm_pins *p, const sl_url *u, const char *cfgfile, i
                                               "GitHub redirects a download here, to a path not known offline", line);
 }
 
-/* A rule for the parsed url. A path a rule can hold as it is goes in
- * directly (the URL parsed once: a lockfile has a hundred thousand of
- * them); the URL form gives any other its fallback. */
-static int add_rule_url(sl_npm_pins *p, const char *url, size_t len, const sl_url *u, const char *const *digests,
-                        size_t n, const char *cfgfile, const char *note, int line)
+/* A rule for the parsed URL, by host and path (the URL parsed once: a
+ * lockfile has a hundred thousand of them). A path no rule can hold as it
+ * is (a '*', which would be a wildcard; an ambiguous or malformed path)
+ * leaves the host a fallback saying so, rather than failing the run. */
+static int add_rule_url(sl_npm_pins *p, const sl_url *u, const char *const *digests, size_t n,
+                        const char *cfgfile, const char *note, int line)
 {
     char msg[400];
     const char *path = u->path_len ? u->path : "/";
     size_t plen = u->path_len ? u->path_len : 1;
-    bool plain = !u->scp_style && path[0] == '/' && !memchr(path, '*', plen) && !sl_path_ambiguous(path, plen);
-    const char *files[2] = { p->lockfile, cfgfile };
-    int r = 1;
-    for (int i = 0; i < 2 && files[i] && r > 0; i++) {
-        if (plain)
-            r = sl_derived_add_rule(p->d, u->host, u->host_len, u->port, path, plen, digests, n, files[i], note, msg,
-                                    sizeof msg) ? 1 : -1;
-        else
-            r = sl_derived_add_rule_url(p->d, url, len, digests, n, files[i], note, msg, sizeof msg);
+    const char *why = u->scp_style                ? "it is not a web URL"
+                      : memchr(path, '*', plen)   ? "a '*' in it would be a wildcard"
+                      : sl_path_check(path, plen, true);
+    if (!why)
+        why = sl_path_ambiguous(path, plen);
+    if (why) {
+        snprintf(msg, sizeof msg, "not pinned: its URL's path cannot be a rule (%s)", why);
+        return sl_npm_pin_fallback_host(p, u->host, u->host_len, u->port, cfgfile, msg, line) ? 1 : -1;
     }
-    if (r < 0)
-        pin_failed(p, line, msg);
-    return r;
+    const char *files[2] = { p->lockfile, cfgfile };
+    for (int i = 0; i < 2 && files[i]; i++)
+        if (!sl_derived_add_rule(p->d, u->host, u->host_len, u->port, path, plen, digests, n, files[i], note, msg,
+                                 sizeof msg))
+            return pin_failed(p, line, msg) ? 1 : -1;
+    return 1;
 }
 
 static int add_fallback_url(sl_npm_pins *p, const char *url, size_t len, const char *cfgfile, const char *why,
@@ -775,7 +779,7 @@ int sl_npm_pin_tarball(sl_npm_pins *p, const char *url, size_t len, const char *
     const char *list[SL_NPM_DIGESTS];
     for (size_t i = 0; i < n; i++)
         list[i] = digests[i];
-    r = add_rule_url(p, url, len, &u, list, n, cfgfile, NULL, line);
+    r = add_rule_url(p, &u, list, n, cfgfile, NULL, line);
     return r > 0 && !pin_redirect(p, &u, cfgfile, line) ? -1 : r;
 }
 
@@ -789,7 +793,7 @@ int sl_npm_pin_metadata(sl_npm_pins *p, const char *url, size_t len, const char 
     const char *blocked = blocked_why(p, u.host, u.host_len, u.port);
     if (blocked)
         return sl_npm_pin_fallback_host(p, u.host, u.host_len, u.port, cfgfile, blocked, line) ? 1 : -1;
-    return add_rule_url(p, url, len, &u, NULL, 0, cfgfile, note, line);
+    return add_rule_url(p, &u, NULL, 0, cfgfile, note, line);
 }
 
 /* ---- registry URLs ---- */

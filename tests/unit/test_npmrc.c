@@ -743,6 +743,33 @@ static void test_pins_rules_and_fallbacks(void **state)
     sl_derived_free(d);
 }
 
+/* A URL whose path no rule can hold as it is: the host falls back, saying
+ * why, and the run goes on (a crafted lockfile cannot widen a rule with a
+ * '*', nor stop the run with a path the rule syntax refuses). */
+static void test_pins_paths_no_rule_can_hold(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    sl_derived_set_pins(d, true);
+    sl_lockerr err = { 0 };
+    sl_npm_pins p;
+    sl_npm_pins_init(&p, d, "l.json", &err);
+    const char *star = "https://a.example/x/-/*.tgz";
+    const char *twice = "https://b.example//x.tgz";
+    const char *space = "https://c.example/x y.tgz";
+    assert_int_equal(sl_npm_pin_tarball(&p, star, strlen(star), SRI512, strlen(SRI512), NULL, 1), 1);
+    assert_int_equal(sl_npm_pin_tarball(&p, twice, strlen(twice), SRI512, strlen(SRI512), NULL, 2), 1);
+    assert_int_equal(sl_npm_pin_metadata(&p, space, strlen(space), NULL, "packument", 3), 1);
+    char *out = printed(d);
+    assert_string_equal(out,
+        "a.example:443  # l.json: not pinned: its URL's path cannot be a rule (a '*' in it would be a wildcard)\n"
+        "b.example:443  # l.json: not pinned: its URL's path cannot be a rule (empty segment ('//') in path)\n"
+        "c.example:443  # l.json: not pinned: its URL's path cannot be a rule (space or control byte in path)\n");
+    free(out);
+    sl_npm_pins_free(&p);
+    sl_derived_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -770,6 +797,7 @@ int main(void)
         cmocka_unit_test(test_registry_rewrite_is_arborists),
         cmocka_unit_test(test_registry_join_is_url_resolution),
         cmocka_unit_test(test_pins_rules_and_fallbacks),
+        cmocka_unit_test(test_pins_paths_no_rule_can_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
