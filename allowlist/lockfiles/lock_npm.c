@@ -27,6 +27,9 @@ typedef struct npm_ctx {
     bool old;                      /* lockfileVersion 1 */
     bool pins;                     /* --pins: rules, and fallbacks for what cannot be pinned */
     sl_npm_pins p;
+    sl_url reg;                    /* --pins: the configured registry, parsed once */
+    size_t reg_path_len;           /* its path without trailing '/' */
+    bool reg_ok;
 } npm_ctx;
 
 /* hosted-git-info's hosts and where pacote gets their tarballs */
@@ -232,6 +235,19 @@ static bool pin_registry_host(npm_ctx *x, const char *reg, const char *file, con
     return sl_npm_pin_fallback_host(&x->p, r.host, r.host_len, r.port, file, why, line);
 }
 
+/* Whether the registry rewrite leaves u where it is: the default, where
+ * the registry is registry.npmjs.org itself, for nearly every package of a
+ * lockfile (the URL is then used as written, not rebuilt). */
+static bool rewrite_keeps(const npm_ctx *x, const sl_url *u)
+{
+    const sl_url *r = &x->reg;
+    if (!x->reg_ok || sl_npmcfg_replace_prefix(x->cfg) || strcmp(r->scheme, u->scheme) || r->port != u->port ||
+        r->host_len != u->host_len || strncasecmp(r->host, u->host, u->host_len))
+        return false;
+    size_t pl = x->reg_path_len;
+    return pl == 0 || (u->path_len >= pl && !memcmp(u->path, r->path, pl) && (u->path_len == pl || u->path[pl] == '/'));
+}
+
 /* A `resolved` value (or a v1 git dependency's `version`) with its integrity. */
 static bool pin_resolved(npm_ctx *x, const char *s, size_t len, const char *sri, size_t sri_len, int line)
 {
@@ -247,6 +263,8 @@ static bool pin_resolved(npm_ctx *x, const char *s, size_t len, const char *sri,
         const char *reg_file;
         const char *reg = sl_npmcfg_registry(x->cfg, "", 0, &reg_file);
         const char *cfgfile = reg_file ? reg_file : repl_file;
+        if (web && rewrite_keeps(x, &u))
+            return sl_npm_pin_tarball(&x->p, s, len, sri, sri_len, cfgfile, line) >= 0;
         char *url = web ? sl_npm_registry_rewrite(reg, &u, sl_npmcfg_replace_prefix(x->cfg)) : NULL;
         bool ok = url ? sl_npm_pin_tarball(&x->p, url, strlen(url), sri, sri_len, cfgfile, line) >= 0
                       : pin_registry_host(x, reg, cfgfile,
@@ -594,6 +612,15 @@ static bool read_npm(const char *path, const char *data, size_t len, sl_project 
     x.cfg = sl_npmcfg_new("https://registry.npmjs.org/");
     if (!sl_npmcfg_load_npmrc(x.cfg, proj, err))
         goto done;
+
+    if (x.pins) {
+        const char *reg_file;
+        const char *reg = sl_npmcfg_registry(x.cfg, "", 0, &reg_file);
+        x.reg_ok = sl_url_parse(reg, strlen(reg), &x.reg) && x.reg.port >= 0 && !x.reg.scp_style;
+        x.reg_path_len = x.reg_ok ? x.reg.path_len : 0;
+        while (x.reg_path_len && x.reg.path[x.reg_path_len - 1] == '/')
+            x.reg_path_len--;
+    }
 
     json_t *packages = json_object_get(root, "packages");
     if (packages) {
