@@ -161,7 +161,6 @@ static bool add_resolved(npm_ctx *x, const char *s, size_t len, int line)
     return sl_npm_add_url(x->out, s, len, x->path, NULL, line, x->err) >= 0;
 }
 
-
 /* ======================= --pins ======================================= */
 
 static const char WHY_GIT[] = "a git dependency: the lockfile has no digest of its tarball";
@@ -353,6 +352,13 @@ static const char *key_basename(const char *key)
     return last;
 }
 
+/* A version npm fetches from a registry: a semver version or an
+ * "npm:real@1.0.0" alias, not a "file:" path or another spec's URL. */
+static bool registry_version(const char *version, size_t vlen)
+{
+    return !starts(version, vlen, "file:") && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:"));
+}
+
 /* The real name and version of an "npm:real@1.0.0" alias; otherwise the
  * name and version as they are. */
 static void alias_parts(const char *name, size_t nlen, const char *version, size_t vlen, const char **real,
@@ -434,7 +440,7 @@ static void block_packages(npm_ctx *x, json_t *packages)
             continue;
         const char *version = json_string_value(ver);
         size_t vlen = json_string_length(ver);
-        if (starts(version, vlen, "file:") || (memchr(version, ':', vlen) && !starts(version, vlen, "npm:")))
+        if (!registry_version(version, vlen))
             continue;
         const char *name = json_is_string(nj) ? json_string_value(nj) : key_basename(key);
         const char *real, *rver;
@@ -464,7 +470,7 @@ static void block_v1(npm_ctx *x, json_t *deps)
             const char *real, *rver;
             size_t real_len, rvlen;
             alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
-            if (!starts(version, vlen, "file:") && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:"))) {
+            if (registry_version(version, vlen)) {
                 const char *file;
                 const char *reg = sl_npmcfg_registry(x->cfg, real, real_len, &file);
                 sl_npm_pins_block_scoped(&x->p, reg, real, real_len, "npm");
@@ -487,8 +493,7 @@ static bool pin_v1_bundled(npm_ctx *x, const char *name, json_t *v)
         const char *real, *rver;
         size_t real_len, rvlen;
         alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
-        if (!starts(version, vlen, "file:") && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:")) &&
-            !pin_packument(x, real, real_len, NOTE_V1, 0))
+        if (registry_version(version, vlen) && !pin_packument(x, real, real_len, NOTE_V1, 0))
             return false;
     }
     json_t *deps = json_object_get(v, "dependencies");

@@ -100,6 +100,7 @@ static int y1_shorthand(y1_ctx *x, const char *range, size_t len)
     return 1;
 }
 
+/* Move a string out of the context: the kept entry owns it now. */
 static char *y1_take(char **s, size_t *len, size_t *out_len)
 {
     char *t = *s;
