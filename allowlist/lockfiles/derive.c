@@ -27,6 +27,7 @@ typedef struct dentry {
     char **digests;                /* rules: SRI strings, first-seen order */
     size_t capdigests;
     char *note;                    /* in the comment after the files */
+    char *hosttext;                /* rules: "host:port" as printed */
 } dentry;
 
 /* A fallback with a path, decided when printing (resolve_fallbacks). */
@@ -58,8 +59,19 @@ struct sl_derived {
     bool pins;
     /* interned file names */
     char **names;
+    char **names_shown;            /* each name as a comment shows it (escaped once, when printing) */
     size_t nnames, capnames;
     const char *last_name;
+    /* rules: the last host one was added for (readers add many for one
+     * registry in a row), so that it is parsed and formatted once */
+    struct {
+        char raw[SL_HOST_MAX + 3];
+        size_t raw_len;
+        int port;
+        bool valid, noted;
+        sl_host h;
+        char text[KEY_CAP];        /* "host:port" as a rule writes it */
+    } rh;
     /* sorted view (indices into v), rebuilt after adds */
     const dentry **order;
     bool sorted;
@@ -128,6 +140,7 @@ void sl_derived_free(sl_derived *d)
             free(de->digests[k]);
         free(de->digests);
         free(de->note);
+        free(de->hosttext);
     }
     free(d->v);
     free(d->keys.slots);
@@ -140,9 +153,13 @@ void sl_derived_free(sl_derived *d)
         free(d->fb[i].why);
     }
     free(d->fb);
-    for (size_t i = 0; i < d->nnames; i++)
+    for (size_t i = 0; i < d->nnames; i++) {
         free(d->names[i]);
+        if (d->names_shown)
+            free(d->names_shown[i]);
+    }
     free(d->names);
+    free(d->names_shown);
     free(d->order);
     free(d);
 }
@@ -162,7 +179,9 @@ static const char *intern(sl_derived *d, const char *file)
     if (d->nnames == d->capnames) {
         d->capnames = d->capnames ? d->capnames * 2 : 8;
         d->names = sl_xrealloc(d->names, d->capnames * sizeof *d->names);
+        d->names_shown = sl_xrealloc(d->names_shown, d->capnames * sizeof *d->names_shown);
     }
+    d->names_shown[d->nnames] = NULL;
     d->names[d->nnames] = sl_xstrdup(file);
     return d->last_name = d->names[d->nnames++];
 }
@@ -393,8 +412,7 @@ static bool has_rules(const sl_derived *d, const sl_host *h, int port)
 /* The rule's text ("GET host:port/path d1 d2"), for its key. */
 static char *rule_text(const dentry *de)
 {
-    char host[KEY_CAP];
-    sl_entry_format_host(&de->e, host, sizeof host);
+    const char *host = de->hosttext;
     size_t n = 4 + strlen(host) + strlen(de->e.path) + 1;
     for (size_t i = 0; i < de->e.ndigests; i++)
         n += 1 + strlen(de->e.digests[i]);
@@ -405,10 +423,44 @@ static char *rule_text(const dentry *de)
     return t;
 }
 
-static bool add_rule_host(sl_derived *d, const sl_host *h, int port, const char *path, size_t path_len,
-                          const char *const *digests, size_t ndigests, const char *file, const char *note,
-                          char *err, size_t errcap)
+/* The host of a rule, parsed and formatted: from the cache when it is the
+ * last one again. NULL on an invalid host or port (err). */
+static bool rule_host(sl_derived *d, const char *host, size_t host_len, int port, char *err, size_t errcap)
 {
+    if (d->rh.valid && d->rh.port == port && d->rh.raw_len == host_len && !memcmp(d->rh.raw, host, host_len))
+        return true;
+    d->rh.valid = false;
+    if (!parse_host(host, host_len, port, &d->rh.h, err, errcap))
+        return false;
+    sl_entry e = { .kind = SL_ENTRY_EXACT, .host = d->rh.h, .port = port };
+    sl_entry_format_host(&e, d->rh.text, sizeof d->rh.text);
+    d->rh.port = port;
+    d->rh.noted = false;
+    d->rh.valid = host_len < sizeof d->rh.raw;
+    if (d->rh.valid) {
+        memcpy(d->rh.raw, host, host_len);
+        d->rh.raw_len = host_len;
+    }
+    return true;
+}
+
+/* The same for a host already parsed (fallbacks turned into rules). */
+static void rule_host_parsed(sl_derived *d, const sl_host *h, int port)
+{
+    d->rh.valid = false;   /* raw text unknown: the next add parses again */
+    d->rh.h = *h;
+    d->rh.port = port;
+    d->rh.noted = false;
+    sl_entry e = { .kind = SL_ENTRY_EXACT, .host = *h, .port = port };
+    sl_entry_format_host(&e, d->rh.text, sizeof d->rh.text);
+}
+
+/* A rule for the host in d->rh. */
+static bool add_rule_host(sl_derived *d, const char *path, size_t path_len, const char *const *digests,
+                          size_t ndigests, const char *file, const char *note, char *err, size_t errcap)
+{
+    const sl_host *h = &d->rh.h;
+    int port = d->rh.port;
     const char *why = sl_path_check(path, path_len, true);
     if (why) {
         char shown[224];
@@ -430,19 +482,26 @@ static bool add_rule_host(sl_derived *d, const sl_host *h, int port, const char 
      * rule matching a path decides, so two with the same pattern would
      * leave the second's digests unused). */
     sl_entry e = { .kind = SL_ENTRY_EXACT, .host = *h, .port = port, .methods = "GET" };
-    char host[KEY_CAP];
-    sl_entry_format_host(&e, host, sizeof host);
-    size_t klen = 4 + strlen(host) + path_len + 1;
-    char *key = sl_xrealloc(NULL, klen);
-    snprintf(key, klen, "GET %s%.*s", host, (int)path_len, path);
+    const char *host = d->rh.text;
+    size_t hlen = strlen(host), klen = 4 + hlen + path_len + 1;
+    char kbuf[512], *key = klen <= sizeof kbuf ? kbuf : sl_xrealloc(NULL, klen);
+    memcpy(key, "GET ", 4);
+    memcpy(key + 4, host, hlen);
+    memcpy(key + 4 + hlen, path, path_len);
+    key[klen - 1] = '\0';
     bool created;
     size_t idx = find_or_add_key(d, key, &e, &created);
-    free(key);
+    if (key != kbuf)
+        free(key);
     dentry *de = &d->v[idx];
     if (created) {
         de->path = sl_xstrndup(path, path_len);
         de->e.path = de->path;
-        note_rulehost(d, &de->e);
+        de->hosttext = sl_xstrdup(host);
+        if (!d->rh.noted) {
+            note_rulehost(d, &de->e);
+            d->rh.noted = true;
+        }
     }
     size_t line = 4 + strlen(host) + path_len;
     for (size_t k = 0; k < de->e.ndigests; k++)
@@ -481,10 +540,9 @@ bool sl_derived_add_rule(sl_derived *d, const char *host, size_t host_len, int p
                          size_t path_len, const char *const *digests, size_t ndigests, const char *file,
                          const char *note, char *err, size_t errcap)
 {
-    sl_host h;
-    if (!parse_host(host, host_len, port, &h, err, errcap))
+    if (!rule_host(d, host, host_len, port, err, errcap))
         return false;
-    return add_rule_host(d, &h, port, path, path_len, digests, ndigests, file, note, err, errcap);
+    return add_rule_host(d, path, path_len, digests, ndigests, file, note, err, errcap);
 }
 
 /* A URL's path up to its query or fragment; "/" when it has none. */
@@ -531,8 +589,7 @@ int sl_derived_add_rule_url(sl_derived *d, const char *url, size_t len, const ch
     int r = url_target(url, len, &u, err, errcap);
     if (r <= 0)
         return r;
-    sl_host h;
-    if (!parse_host(u.host, u.host_len, u.port, &h, err, errcap))
+    if (!rule_host(d, u.host, u.host_len, u.port, err, errcap))
         return -1;
     const char *p;
     size_t n;
@@ -541,9 +598,9 @@ int sl_derived_add_rule_url(sl_derived *d, const char *url, size_t len, const ch
     if (why) {
         char because[300];
         snprintf(because, sizeof because, "not pinned: its URL's path cannot be a rule (%s)", why);
-        return add_fallback_host(d, &h, u.port, NULL, 0, file, because) ? 1 : -1;
+        return add_fallback_host(d, &d->rh.h, u.port, NULL, 0, file, because) ? 1 : -1;
     }
-    return add_rule_host(d, &h, u.port, p, n, digests, ndigests, file, note, err, errcap) ? 1 : -1;
+    return add_rule_host(d, p, n, digests, ndigests, file, note, err, errcap) ? 1 : -1;
 }
 
 bool sl_derived_add_fallback(sl_derived *d, const char *host, size_t host_len, int port, const char *path,
@@ -649,8 +706,8 @@ static void resolve_fallbacks(sl_derived *d)
         if (has_rules(d, &f->host, f->port)) {
             char note[400];
             snprintf(note, sizeof note, "not pinned: %s", f->why);
-            if (add_rule_host(d, &f->host, f->port, f->path, strlen(f->path), NULL, 0, f->file, note, err,
-                              sizeof err))
+            rule_host_parsed(d, &f->host, f->port);
+            if (add_rule_host(d, f->path, strlen(f->path), NULL, 0, f->file, note, err, sizeof err))
                 goto done;
         }
         add_fallback_host(d, &f->host, f->port, NULL, 0, f->file, f->why);
@@ -687,7 +744,29 @@ static int cmp_entry(const void *a, const void *b)
 
 /* The comment after a line's text: the files while they fit, then how
  * many more; then the note. */
-static void put_comment(const sl_derived *d, const dentry *de, FILE *out)
+/* A file name as a comment shows it, escaped once per name. */
+static const char *name_shown(sl_derived *d, const char *name)
+{
+    size_t i = 0;
+    while (i < d->nnames && d->names[i] != name)   /* names are few: the files of one run */
+        i++;
+    if (i == d->nnames)
+        return name;   /* not interned: cannot happen */
+    if (!d->names_shown[i]) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (!m)
+            abort();
+        sl_display_write(m, name, strlen(name), SL_DISPLAY_KEEP_HIGH);
+        if (fclose(m) != 0)
+            abort();
+        d->names_shown[i] = buf;
+    }
+    return d->names_shown[i];
+}
+
+static void put_comment(sl_derived *d, const dentry *de, FILE *out)
 {
     size_t used = 0;
     for (size_t k = 0; k < de->nfiles; k++) {
@@ -697,7 +776,7 @@ static void put_comment(const sl_derived *d, const dentry *de, FILE *out)
             break;
         }
         fputs(k ? ", " : "  # ", out);
-        sl_display_write(out, de->files[k], strlen(de->files[k]), SL_DISPLAY_KEEP_HIGH);
+        fputs(name_shown(d, de->files[k]), out);
         used += need;
     }
     const char *note = de->note;
@@ -748,9 +827,13 @@ void sl_derived_print(sl_derived *d, FILE *out)
         sl_derived_entry(d, i, NULL, NULL);
         const dentry *de = d->order[i];
         if (sl_entry_is_rule(&de->e)) {
-            char *t = rule_text(de);
-            fputs(t, out);
-            free(t);
+            fputs("GET ", out);
+            fputs(de->hosttext, out);
+            fputs(de->path, out);
+            for (size_t k = 0; k < de->e.ndigests; k++) {
+                fputc(' ', out);
+                fputs(de->digests[k], out);
+            }
         } else {
             fputs(de->key, out);
         }

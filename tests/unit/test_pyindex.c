@@ -218,7 +218,7 @@ static void test_file_rules_spell_the_name_or_fall_back(void **state)
         "GET pkgs.corp.example:443/*/corp-1.0.tar.gz  # poetry.lock: not pinned: only an MD5 digest\n"
         "GET pkgs.corp.example:443/*/torch-2.2.1%2Bcpu-cp311-none-any.whl " SRI_A "  # poetry.lock\n"
         "GET pkgs.corp.example:443/*/torch-2.2.1+cpu-cp311-none-any.whl " SRI_A "  # poetry.lock\n"
-        "pkgs.corp.example:443  # poetry.lock: shadowed: this host has request rules, which alone decide for it\n");
+        "pkgs.corp.example:443  # poetry.lock: not pinned: no rule can spell the file name 'a b.tar.gz'; shadowed: this host has request rules, which alone decide for it\n");
     free(out);
     sl_derived_free(d);
 }
