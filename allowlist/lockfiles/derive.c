@@ -18,16 +18,22 @@
 
 #define KEY_CAP 272                /* sl_entry_format needs >= 270 for a host entry */
 
+/* One entry, kept small: a lockfile of 100,000 packages makes as many
+ * rules. The sl_entry a caller sees is made from it on demand
+ * (sl_derived_entry), with the host from d->hosts. */
 typedef struct dentry {
-    sl_entry e;                    /* a rule's path and digests point into this entry's own copies */
-    char *key;                     /* the line as printed, without comment */
-    const char **files;            /* interned, first-seen order */
-    size_t nfiles, capfiles;
-    char *path;                    /* rules: the pattern */
+    char *key;                     /* the line as printed, without comment (and, for a rule, without
+                                      digests): "host:port" or "GET host:port/path" */
+    const char *path;              /* rules: into key */
+    const char *file1;             /* the first file (interned) */
+    const char **files;            /* all of them, once there is more than one; else NULL */
+    uint32_t nfiles, capfiles;
     char **digests;                /* rules: SRI strings, first-seen order */
-    size_t capdigests;
+    uint32_t ndigests, capdigests;
     char *note;                    /* in the comment after the files */
-    char *hosttext;                /* rules: "host:port" as printed */
+    uint32_t host;                 /* index into d->hosts */
+    int port;
+    bool rule;
 } dentry;
 
 /* A fallback with a path, decided when printing (resolve_fallbacks). */
@@ -50,6 +56,11 @@ struct sl_derived {
     dentry *v;
     size_t n, cap;
     table keys;
+    /* the hosts the entries name, one copy each */
+    sl_host *hosts;
+    size_t nhosts, caphosts;
+    table host_keys;
+    sl_entry scratch;              /* what sl_derived_entry returns */
     /* "host:port" of the hosts with rules */
     char **rulehosts;
     size_t nrulehosts, caprulehosts;
@@ -70,6 +81,7 @@ struct sl_derived {
         int port;
         bool valid, noted;
         sl_host h;
+        uint32_t idx;              /* h in d->hosts */
         char text[KEY_CAP];        /* "host:port" as a rule writes it */
     } rh;
     /* sorted view (indices into v), rebuilt after adds */
@@ -117,6 +129,23 @@ static void table_grow(table *t, size_t n, const char *(*keyof)(const sl_derived
 }
 
 static const char *entry_key(const sl_derived *d, size_t i) { return d->v[i].key; }
+static const char *host_key(const sl_derived *d, size_t i) { return d->hosts[i].name; }
+
+/* h's index in d->hosts, added if new. */
+static uint32_t host_index(sl_derived *d, const sl_host *h)
+{
+    table_grow(&d->host_keys, d->nhosts, host_key, d);
+    size_t s = table_slot(&d->host_keys, h->name, host_key, d);
+    if (d->host_keys.slots[s])
+        return (uint32_t)(d->host_keys.slots[s] - 1);
+    if (d->nhosts == d->caphosts) {
+        d->caphosts = d->caphosts ? d->caphosts * 2 : 16;
+        d->hosts = sl_xrealloc(d->hosts, d->caphosts * sizeof *d->hosts);
+    }
+    d->hosts[d->nhosts] = *h;
+    d->host_keys.slots[s] = ++d->nhosts;
+    return (uint32_t)(d->nhosts - 1);
+}
 static const char *rulehost_key(const sl_derived *d, size_t i) { return d->rulehosts[i]; }
 
 sl_derived *sl_derived_new(void)
@@ -135,15 +164,15 @@ void sl_derived_free(sl_derived *d)
         dentry *de = &d->v[i];
         free(de->files);
         free(de->key);
-        free(de->path);
-        for (size_t k = 0; k < de->e.ndigests; k++)
+        for (size_t k = 0; k < de->ndigests; k++)
             free(de->digests[k]);
         free(de->digests);
         free(de->note);
-        free(de->hosttext);
     }
     free(d->v);
     free(d->keys.slots);
+    free(d->hosts);
+    free(d->host_keys.slots);
     for (size_t i = 0; i < d->nrulehosts; i++)
         free(d->rulehosts[i]);
     free(d->rulehosts);
@@ -186,9 +215,10 @@ static const char *intern(sl_derived *d, const char *file)
     return d->last_name = d->names[d->nnames++];
 }
 
-/* The index of the entry with this key, created (from e, its strings
- * still to be set by the caller for a rule) if new; *created says which. */
-static size_t find_or_add_key(sl_derived *d, const char *key, const sl_entry *e, bool *created)
+/* The index of the entry with this key, created (for the host at index
+ * host, its path still to be set by the caller for a rule) if new;
+ * *created says which. */
+static size_t find_or_add_key(sl_derived *d, const char *key, uint32_t host, int port, bool rule, bool *created)
 {
     table_grow(&d->keys, d->n, entry_key, d);
     size_t s = table_slot(&d->keys, key, entry_key, d);
@@ -201,7 +231,9 @@ static size_t find_or_add_key(sl_derived *d, const char *key, const sl_entry *e,
     }
     dentry *de = &d->v[d->n];
     memset(de, 0, sizeof *de);
-    de->e = *e;
+    de->host = host;
+    de->port = port;
+    de->rule = rule;
     de->key = sl_xstrdup(key);
     d->keys.slots[s] = d->n + 1;
     d->sorted = false;
@@ -214,24 +246,37 @@ static size_t find_or_add(sl_derived *d, const sl_host *h, int port)
     char key[KEY_CAP];
     sl_entry_format(&e, key, sizeof key);
     bool created;
-    return find_or_add_key(d, key, &e, &created);
+    return find_or_add_key(d, key, host_index(d, h), port, false, &created);
 }
 
 static void add_file(sl_derived *d, dentry *de, const char *file)
 {
     const char *name = intern(d, file);
-    if (de->nfiles && de->files[de->nfiles - 1] == name)
+    if (de->nfiles == 0) {
+        de->file1 = name;
+        de->nfiles = 1;
+        return;
+    }
+    const char *const *all = de->files ? de->files : &de->file1;
+    if (all[de->nfiles - 1] == name)
         return;
     for (size_t i = 0; i < de->nfiles; i++)
-        if (de->files[i] == name)
+        if (all[i] == name)
             return;
-    if (de->nfiles == de->capfiles) {
-        de->capfiles = de->capfiles ? de->capfiles * 2 : 4;
+    if (!de->files) {
+        de->capfiles = 4;
+        de->files = sl_xrealloc(NULL, de->capfiles * sizeof *de->files);
+        de->files[0] = de->file1;
+    } else if (de->nfiles == de->capfiles) {
+        de->capfiles *= 2;
         de->files = sl_xrealloc(de->files, de->capfiles * sizeof *de->files);
     }
     de->files[de->nfiles++] = name;
-    if (!de->e.file)
-        de->e.file = name;
+}
+
+static const char *const *files_of(const dentry *de)
+{
+    return de->files ? de->files : &de->file1;
 }
 
 /* A rule keeps its first note. A host entry gathers the distinct reasons
@@ -247,7 +292,7 @@ static void set_note(dentry *de, const char *note)
         de->note = sl_xstrdup(note);
         return;
     }
-    if (sl_entry_is_rule(&de->e))
+    if (de->rule)
         return;
     size_t have = strlen(de->note), add = strlen(note);
     for (const char *p = de->note; (p = strstr(p, note)) != NULL; p++)
@@ -382,11 +427,8 @@ int sl_derived_add_url(sl_derived *d, const char *url, size_t len, const char *f
 
 /* ---- rules ---- */
 
-static void note_rulehost(sl_derived *d, const sl_entry *e)
+static void note_rulehost(sl_derived *d, const char *key)
 {
-    char key[KEY_CAP];
-    sl_entry host = { .kind = SL_ENTRY_EXACT, .host = e->host, .port = e->port };
-    sl_entry_format(&host, key, sizeof key);
     table_grow(&d->rulehost_keys, d->nrulehosts, rulehost_key, d);
     size_t s = table_slot(&d->rulehost_keys, key, rulehost_key, d);
     if (d->rulehost_keys.slots[s])
@@ -399,6 +441,12 @@ static void note_rulehost(sl_derived *d, const sl_entry *e)
     d->rulehost_keys.slots[s] = ++d->nrulehosts;
 }
 
+/* Whether rules cover host:port ("host:port" as a host entry prints). */
+static bool has_rules_key(const sl_derived *d, const char *key)
+{
+    return d->nrulehosts && d->rulehost_keys.slots[table_slot(&d->rulehost_keys, key, rulehost_key, d)] != 0;
+}
+
 static bool has_rules(const sl_derived *d, const sl_host *h, int port)
 {
     if (!d->nrulehosts)
@@ -406,20 +454,19 @@ static bool has_rules(const sl_derived *d, const sl_host *h, int port)
     char key[KEY_CAP];
     sl_entry host = { .kind = SL_ENTRY_EXACT, .host = *h, .port = port };
     sl_entry_format(&host, key, sizeof key);
-    return d->rulehost_keys.slots[table_slot(&d->rulehost_keys, key, rulehost_key, d)] != 0;
+    return has_rules_key(d, key);
 }
 
-/* The rule's text ("GET host:port/path d1 d2"), for its key. */
+/* The rule's text ("GET host:port/path d1 d2"). */
 static char *rule_text(const dentry *de)
 {
-    const char *host = de->hosttext;
-    size_t n = 4 + strlen(host) + strlen(de->e.path) + 1;
-    for (size_t i = 0; i < de->e.ndigests; i++)
-        n += 1 + strlen(de->e.digests[i]);
+    size_t n = strlen(de->key) + 1;
+    for (size_t i = 0; i < de->ndigests; i++)
+        n += 1 + strlen(de->digests[i]);
     char *t = sl_xrealloc(NULL, n);
-    size_t off = (size_t)snprintf(t, n, "GET %s%s", host, de->e.path);
-    for (size_t i = 0; i < de->e.ndigests; i++)
-        off += (size_t)snprintf(t + off, n - off, " %s", de->e.digests[i]);
+    size_t off = (size_t)snprintf(t, n, "%s", de->key);
+    for (size_t i = 0; i < de->ndigests; i++)
+        off += (size_t)snprintf(t + off, n - off, " %s", de->digests[i]);
     return t;
 }
 
@@ -436,6 +483,7 @@ static bool rule_host(sl_derived *d, const char *host, size_t host_len, int port
     sl_entry_format_host(&e, d->rh.text, sizeof d->rh.text);
     d->rh.port = port;
     d->rh.noted = false;
+    d->rh.idx = host_index(d, &d->rh.h);
     d->rh.valid = host_len < sizeof d->rh.raw;
     if (d->rh.valid) {
         memcpy(d->rh.raw, host, host_len);
@@ -451,6 +499,7 @@ static void rule_host_parsed(sl_derived *d, const sl_host *h, int port)
     d->rh.h = *h;
     d->rh.port = port;
     d->rh.noted = false;
+    d->rh.idx = host_index(d, h);
     sl_entry e = { .kind = SL_ENTRY_EXACT, .host = *h, .port = port };
     sl_entry_format_host(&e, d->rh.text, sizeof d->rh.text);
 }
@@ -459,7 +508,6 @@ static void rule_host_parsed(sl_derived *d, const sl_host *h, int port)
 static bool add_rule_host(sl_derived *d, const char *path, size_t path_len, const char *const *digests,
                           size_t ndigests, const char *file, const char *note, char *err, size_t errcap)
 {
-    const sl_host *h = &d->rh.h;
     int port = d->rh.port;
     const char *why = sl_path_check(path, path_len, true);
     if (why) {
@@ -481,7 +529,6 @@ static bool add_rule_host(sl_derived *d, const char *path, size_t path_len, cons
     /* The key is the rule without digests: one pattern, one rule (the first
      * rule matching a path decides, so two with the same pattern would
      * leave the second's digests unused). */
-    sl_entry e = { .kind = SL_ENTRY_EXACT, .host = *h, .port = port, .methods = "GET" };
     const char *host = d->rh.text;
     size_t hlen = strlen(host), klen = 4 + hlen + path_len + 1;
     char kbuf[512], *key = klen <= sizeof kbuf ? kbuf : sl_xrealloc(NULL, klen);
@@ -490,30 +537,28 @@ static bool add_rule_host(sl_derived *d, const char *path, size_t path_len, cons
     memcpy(key + 4 + hlen, path, path_len);
     key[klen - 1] = '\0';
     bool created;
-    size_t idx = find_or_add_key(d, key, &e, &created);
+    size_t idx = find_or_add_key(d, key, d->rh.idx, port, true, &created);
     if (key != kbuf)
         free(key);
     dentry *de = &d->v[idx];
     if (created) {
-        de->path = sl_xstrndup(path, path_len);
-        de->e.path = de->path;
-        de->hosttext = sl_xstrdup(host);
+        de->path = de->key + 4 + hlen;
         if (!d->rh.noted) {
-            note_rulehost(d, &de->e);
+            note_rulehost(d, host);
             d->rh.noted = true;
         }
     }
-    size_t line = 4 + strlen(host) + path_len;
-    for (size_t k = 0; k < de->e.ndigests; k++)
+    size_t line = 4 + hlen + path_len;
+    for (size_t k = 0; k < de->ndigests; k++)
         line += 1 + strlen(de->digests[k]);
     for (size_t i = 0; i < ndigests; i++) {
         bool seen = false;
-        for (size_t k = 0; k < de->e.ndigests && !seen; k++)
+        for (size_t k = 0; k < de->ndigests && !seen; k++)
             seen = !strcmp(de->digests[k], digests[i]);
         if (seen)
             continue;
         line += 1 + strlen(digests[i]);
-        if (line > SL_ENTRY_LINE_MAX || de->e.ndigests + 2 >= SL_ENTRY_FIELDS_MAX) {
+        if (line > SL_ENTRY_LINE_MAX || de->ndigests + 2 >= SL_ENTRY_FIELDS_MAX) {
             /* One pattern is one rule (the first match decides), and the
              * gate reads no longer line: an honest error, not a rule it
              * would refuse. */
@@ -524,12 +569,11 @@ static bool add_rule_host(sl_derived *d, const char *path, size_t path_len, cons
                      SL_ENTRY_LINE_MAX, SL_ENTRY_FIELDS_MAX);
             return false;
         }
-        if (de->e.ndigests == de->capdigests) {
-            de->capdigests = de->capdigests ? de->capdigests * 2 : 2;
+        if (de->ndigests == de->capdigests) {
+            de->capdigests = de->capdigests ? de->capdigests * 2 : 1;
             de->digests = sl_xrealloc(de->digests, de->capdigests * sizeof *de->digests);
         }
-        de->digests[de->e.ndigests++] = sl_xstrdup(digests[i]);
-        de->e.digests = (const char **)de->digests;
+        de->digests[de->ndigests++] = sl_xstrdup(digests[i]);
     }
     add_file(d, de, file ? file : "");
     set_note(de, note);
@@ -724,7 +768,7 @@ static const char SHADOWED[] = "shadowed: this host has request rules, which alo
 
 static bool shadowed(const sl_derived *d, const dentry *de)
 {
-    return !sl_entry_is_rule(&de->e) && has_rules(d, &de->e.host, de->e.port);
+    return !de->rule && has_rules_key(d, de->key);
 }
 
 size_t sl_derived_count(sl_derived *d)
@@ -770,13 +814,14 @@ static void put_comment(sl_derived *d, const dentry *de, FILE *out)
 {
     size_t used = 0;
     for (size_t k = 0; k < de->nfiles; k++) {
-        size_t need = strlen(de->files[k]) + 4;
+        const char *f = files_of(de)[k];
+        size_t need = strlen(f) + 4;
         if (used + need > 900) {
             fprintf(out, "%s(and %zu more)", k ? ", " : "  # ", de->nfiles - k);
             break;
         }
         fputs(k ? ", " : "  # ", out);
-        fputs(name_shown(d, de->files[k]), out);
+        fputs(name_shown(d, f), out);
         used += need;
     }
     const char *note = de->note;
@@ -811,10 +856,18 @@ const sl_entry *sl_derived_entry(sl_derived *d, size_t i, const char *const **fi
     ensure_sorted(d);
     const dentry *de = d->order[i];
     if (files)
-        *files = de->files;
+        *files = files_of(de);
     if (nfiles)
         *nfiles = de->nfiles;
-    return &de->e;
+    sl_entry *e = &d->scratch;
+    *e = (sl_entry){ .kind = SL_ENTRY_EXACT, .host = d->hosts[de->host], .port = de->port, .file = de->file1 };
+    if (de->rule) {
+        e->methods = "GET";
+        e->path = de->path;
+        e->digests = (const char **)de->digests;
+        e->ndigests = de->ndigests;
+    }
+    return e;
 }
 
 /* A file name in a comment: a control character (a newline above all)
@@ -823,19 +876,14 @@ const sl_entry *sl_derived_entry(sl_derived *d, size_t i, const char *const **fi
 
 void sl_derived_print(sl_derived *d, FILE *out)
 {
-    for (size_t i = 0; i < sl_derived_count(d); i++) {
-        sl_derived_entry(d, i, NULL, NULL);
+    size_t n = sl_derived_count(d);
+    ensure_sorted(d);
+    for (size_t i = 0; i < n; i++) {
         const dentry *de = d->order[i];
-        if (sl_entry_is_rule(&de->e)) {
-            fputs("GET ", out);
-            fputs(de->hosttext, out);
-            fputs(de->path, out);
-            for (size_t k = 0; k < de->e.ndigests; k++) {
-                fputc(' ', out);
-                fputs(de->digests[k], out);
-            }
-        } else {
-            fputs(de->key, out);
+        fputs(de->key, out);
+        for (size_t k = 0; k < de->ndigests; k++) {
+            fputc(' ', out);
+            fputs(de->digests[k], out);
         }
         put_comment(d, de, out);
         fputc('\n', out);
