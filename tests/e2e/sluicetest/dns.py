@@ -51,6 +51,8 @@ RECORDS = {
     "git.inspect.test": ["11.0.1.2"],
     "api.inspect.test": ["11.0.1.3"],
     "opaque.inspect.test": ["11.0.1.4"],    # a plain allowlist entry: never inspected
+    "pypi.inspect.test": ["11.0.1.5"],      # a simple index (pyindex.py)
+    "crates.inspect.test": ["11.0.1.6"],    # a cargo sparse registry (crates.py)
     "expired.inspect.test": ["11.0.1.10"],
     "notyet.inspect.test": ["11.0.1.11"],
     "selfsigned.inspect.test": ["11.0.1.12"],
