@@ -30,6 +30,7 @@
 struct event;
 struct sl_connector;
 struct sl_credential;
+struct sl_pin;
 
 /* An inspected tunnel: what lasts across the requests inside it (each is
  * an exchange of its own, in conn.x). inspect.c. */
@@ -141,6 +142,12 @@ typedef struct exchange {
     bool lingering;               /* CS_CLOSING: the reply is out; discarding input */
     bool abrupt;                  /* the body ended at an origin's close without a TLS close_notify:
                                      the client's connection ends without one too */
+
+    /* pinned artifacts (SPEC part 2): the body of a 2xx to a GET rule with digests */
+    struct sl_pin *pin;           /* hashing the response body as it streams */
+    const char *verdict;          /* "integrity_mismatch", "integrity_unverifiable": the
+                                     request's line is a refusal with this reason */
+    char *expected, *actual;      /* a mismatch: the rule's digests and the body's (malloc'd) */
 } exchange;
 
 typedef struct conn {
@@ -218,6 +225,11 @@ void conn_finish(conn *c, const char *end);
 
 /* Reset the exchange for the client's next request. */
 void conn_new_exchange(conn *c);
+
+/* Close both connections with a TCP reset (SO_LINGER 0), discarding what
+ * is queued: a pinned body that failed its digest must not reach the
+ * client whole, nor look like a clean end. */
+void conn_reset(conn *c, const char *end);
 
 /* The allow decision, logged; false when the log has failed meanwhile (the
  * request is then refused with 503 log_unavailable). The reason is "rule"
