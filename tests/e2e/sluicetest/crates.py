@@ -1,7 +1,10 @@
 """A cargo sparse registry stand-in (RFC 2789), served by the inspecting
-origins for crates.inspect.test: /index/config.json (with its `dl`
-template), /index/PREFIX/NAME index files (one JSON line per version, the
-.crate's sha256 as `cksum`) and the .crate files at the URL `dl` gives.
+origins under crates.io's own names, which resolve to namespace addresses
+only (dns.py): index.crates.io has /config.json (its `dl`) and the index
+files PREFIX/NAME (one JSON line per version, the .crate's sha256 as
+`cksum`), static.crates.io the .crate files at DL/NAME/VERSION/download.
+crates.io because `allow-from-lockfile --pins` can pin only its packages:
+another registry's download URL is in its own config.json, unknown offline.
 Crates are made here (make_crate: a gzipped tar, as `cargo package`
 writes), so a test can serve other bytes at the same URL.
 
@@ -20,8 +23,6 @@ import threading
 from .proc import client_env
 
 CARGO = "/usr/bin/cargo"
-INDEX = "/index/"
-DL_PATH = "/crates/{crate}/{crate}-{version}.crate"
 
 
 def index_path(name):
@@ -52,66 +53,81 @@ def make_crate(name, version, code):
 
 
 class CratesRegistry:
-    def __init__(self, base):
-        self.base = base.rstrip("/")
+    """A sparse index at index_base (config.json's dl = dl, no markers: cargo
+    appends /{crate}/{version}/download) and the .crate files under dl.
+    `index` and `files` are the two origins' handlers."""
+
+    def __init__(self, index_base, dl):
+        self.index_base = index_base if index_base.endswith("/") else index_base + "/"
+        self.dl = dl.rstrip("/")
+        self.dl_path = "/" + self.dl.split("://", 1)[1].partition("/")[2]
         self.lock = threading.Lock()
         self.crates = {}        # name -> {version: .crate bytes}
         self.listed = {}        # name -> {version: cksum the index lists}
-
-    @property
-    def index_url(self):
-        return f"{self.base}{INDEX}"
-
-    @property
-    def dl(self):
-        return f"{self.base}{DL_PATH}"
+        self.index = _Handler(self._index)
+        self.files = _Handler(self._files)
 
     def crate_url(self, name, version):
-        return f"{self.base}{DL_PATH.format(crate=name, version=version)}"
+        return f"{self.dl}/{name}/{version}/download"
+
+    def crate_path(self, name, version):
+        return f"{self.dl_path}/{name}/{version}/download"
 
     def add(self, name, version, crate, listed=True):
-        """Serve crate at its dl URL; with listed, also list it (with its
-        sha256) in the index. listed=False replaces the bytes only: same
+        """Serve crate at its download URL; with listed, also list it (with
+        its sha256) in the index. listed=False replaces the bytes only: same
         URL, other bytes, the index unchanged."""
         with self.lock:
             self.crates.setdefault(name, {})[version] = crate
             if listed:
                 self.listed.setdefault(name, {})[version] = hashlib.sha256(crate).hexdigest()
 
-    def handle(self, req):
-        js = [("Content-Type", "application/json")]
-        path = req.path
+    def _index(self, req):
         with self.lock:
-            if req.method not in ("GET", "HEAD"):
-                return "405 Method Not Allowed", js, b'{"errors":[{"detail":"read only"}]}', False
-            if path == f"{INDEX}config.json":
-                return "200 OK", js, json.dumps({"dl": self.dl, "api": self.base}).encode(), False
-            if path.startswith(INDEX):
-                for name, versions in self.listed.items():
-                    if path == INDEX + index_path(name):
-                        lines = [json.dumps({"name": name, "vers": v, "deps": [], "cksum": ck,
-                                             "features": {}, "yanked": False})
-                                 for v, ck in sorted(versions.items())]
-                        return "200 OK", [("Content-Type", "text/plain")], ("\n".join(lines) + "\n").encode(), False
+            if req.path == "/config.json":
+                return "200 OK", JSON, json.dumps({"dl": self.dl, "api": None}).encode(), False
+            for name, versions in self.listed.items():
+                if req.path == "/" + index_path(name):
+                    lines = [json.dumps({"name": name, "vers": v, "deps": [], "cksum": ck,
+                                         "features": {}, "yanked": False})
+                             for v, ck in sorted(versions.items())]
+                    return "200 OK", TEXT, ("\n".join(lines) + "\n").encode(), False
+        return NOT_FOUND
+
+    def _files(self, req):
+        with self.lock:
             for name, versions in self.crates.items():
                 for v, data in versions.items():
-                    if path == DL_PATH.format(crate=name, version=v):
-                        return "200 OK", [("Content-Type", "application/x-tar")], data, False
-        return "404 Not Found", [("Content-Type", "text/plain")], b"not found\n", False
+                    if req.path == self.crate_path(name, v):
+                        return "200 OK", [("Content-Type", "application/gzip")], data, False
+        return NOT_FOUND
+
+
+JSON = [("Content-Type", "application/json")]
+TEXT = [("Content-Type", "text/plain")]
+NOT_FOUND = ("404 Not Found", TEXT, b"not found\n", False)
+
+
+class _Handler:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def handle(self, req):
+        if req.method not in ("GET", "HEAD"):
+            return "405 Method Not Allowed", TEXT, b"read only\n", False
+        return self.fn(req)
 
 
 def cargo_env(home, **extra):
-    """Debian's cargo 0.66: a tmp CARGO_HOME; sparse registries are
-    unstable in 0.66, so -Z sparse-registry is let through on a stable
-    toolchain (cargo's own channel override), and nothing of the user's."""
+    """Debian's cargo 0.66 with a tmp CARGO_HOME and nothing of the user's.
+    Sparse registries are unstable in 0.66: -Z sparse-registry is let
+    through on a stable toolchain by cargo's own channel override."""
     env = client_env(CARGO_HOME=str(home), HOME=str(home),
                      __CARGO_TEST_CHANNEL_OVERRIDE_DO_NOT_USE_THIS="nightly",
-                     CARGO_UNSTABLE_SPARSE_REGISTRY="true", CARGO_TERM_COLOR="never",
-                     CARGO_NET_RETRY="0", CARGO_HTTP_TIMEOUT="30")
+                     CARGO_TERM_COLOR="never", CARGO_NET_RETRY="0", CARGO_HTTP_TIMEOUT="30")
     for k in list(env):
-        if k.startswith(("CARGO_", "RUSTUP_")) and k not in (
-                "CARGO_HOME", "CARGO_UNSTABLE_SPARSE_REGISTRY", "CARGO_TERM_COLOR", "CARGO_NET_RETRY",
-                "CARGO_HTTP_TIMEOUT"):
+        if k.startswith(("CARGO_", "RUSTUP_", "RUSTC")) and k not in (
+                "CARGO_HOME", "CARGO_TERM_COLOR", "CARGO_NET_RETRY", "CARGO_HTTP_TIMEOUT"):
             del env[k]
     env["PATH"] = "/usr/bin:/bin"     # Debian's cargo and rustc, not rustup's (~/.cargo/bin)
     env.update(extra)
@@ -119,9 +135,14 @@ def cargo_env(home, **extra):
 
 
 def cargo(home, project, *args, proxy_port, ca, timeout=120):
-    """cargo ARGS in project, through the proxy (http.proxy), trusting
-    only ca (http.cainfo)."""
-    cmd = [CARGO, "-Z", "sparse-registry", *args, "--config", f'http.proxy="127.0.0.1:{proxy_port}"',
-           "--config", f'http.cainfo="{ca}"', "--config", "http.check-revoke=false"]
+    """cargo ARGS in project through the proxy (http.proxy), trusting only
+    ca (http.cainfo). With -Z sparse-registry, cargo 0.66 reads crates.io
+    from its sparse index, https://index.crates.io/, as cargo >= 1.70 does
+    by default."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[http]\nproxy = "127.0.0.1:{proxy_port}"\ncainfo = "{ca}"\ncheck-revoke = false\n'
+        '\n[net]\nretry = 0\n')
+    cmd = [CARGO, "-Z", "sparse-registry", *args]
     return subprocess.run(cmd, cwd=project, env=cargo_env(home), capture_output=True, text=True,
                           timeout=timeout)

@@ -19,7 +19,8 @@ Paths, on every origin:
   /git/...           git http-backend (CGI), GIT_PROJECT_ROOT = the session's
                      git root (sluicetest/gitbackend.py)
   anything else      on pypi.inspect.test the simple index (sluicetest/pyindex.py),
-                     on crates.inspect.test the sparse registry (sluicetest/crates.py),
+                     on index.crates.io and static.crates.io the sparse registry
+                     (sluicetest/crates.py),
                      elsewhere the npm registry stand-in (sluicetest/registry.py)
 """
 
@@ -46,7 +47,11 @@ ORIGINS = {
     "api.inspect.test": ("11.0.1.3", "good", "ec"),
     "opaque.inspect.test": ("11.0.1.4", "good", "ec"),
     "pypi.inspect.test": ("11.0.1.5", "good", "ec"),       # a PEP 503 simple index (pyindex.py)
-    "crates.inspect.test": ("11.0.1.6", "good", "ec"),     # a cargo sparse registry (crates.py)
+    # crates.io's sparse index and download host, inside the namespace only
+    # (dns.py): `allow-from-lockfile --pins` pins crates.io packages by these
+    # names, and another registry's download URL is unknown offline
+    "index.crates.io": ("11.0.1.6", "good", "ec"),         # a cargo sparse index (crates.py)
+    "static.crates.io": ("11.0.1.7", "good", "ec"),        # its .crate files
     "expired.inspect.test": ("11.0.1.10", "expired", "ec"),
     "notyet.inspect.test": ("11.0.1.11", "not_yet_valid", "ec"),
     "selfsigned.inspect.test": ("11.0.1.12", "self_signed", "ec"),
@@ -121,9 +126,10 @@ class InspectOrigins:
         self.git_root.mkdir(exist_ok=True)
         self.npm = NpmRegistry("https://registry.inspect.test")
         self.pypi = SimpleIndex("https://pypi.inspect.test")
-        self.crates = CratesRegistry("https://crates.inspect.test")
+        self.crates = CratesRegistry("https://index.crates.io/", "https://static.crates.io/crates")
         # origin name -> the stand-in that answers its other paths
-        self.stand_ins = {"pypi.inspect.test": self.pypi, "crates.inspect.test": self.crates}
+        self.stand_ins = {"pypi.inspect.test": self.pypi, "index.crates.io": self.crates.index,
+                          "static.crates.io": self.crates.files}
         self._cond = threading.Condition()
         self.conns = []
         self._listeners = []
