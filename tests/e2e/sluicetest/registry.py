@@ -110,15 +110,19 @@ PACKAGES = [
 
 
 def pack(workdir, name, version, files, home):
-    """`npm pack` of a package NAME@VERSION whose files are {path: text}
-    (package.json is written here, main index.js): the tarball's bytes."""
+    """`npm pack` of a package NAME@VERSION whose files are {path: text or
+    bytes} (package.json is written here, main index.js): the tarball's
+    bytes."""
     src = workdir / "npm-src" / name.replace("/", "+") / version
     src.mkdir(parents=True, exist_ok=True)
     (src / "package.json").write_text(json.dumps(
         {"name": name, "version": version, "main": "index.js", "license": "MIT",
          "description": "a package the sluice tests make"}))
-    for path, text in files.items():
-        (src / path).write_text(text)
+    for path, data in files.items():
+        if isinstance(data, bytes):
+            (src / path).write_bytes(data)
+        else:
+            (src / path).write_text(data)
     out = workdir / "npm-packed" / name.replace("/", "+") / version
     out.mkdir(parents=True, exist_ok=True)
     r = subprocess.run([npm_bin(), "pack", "--offline", "--json", "--pack-destination", str(out)],
