@@ -36,15 +36,20 @@ class Rule:
         body = text.split("#", 1)[0].split()
         self.methods = self.host = self.port = self.pattern = None
         self.digests = []
+        authority = None
         if len(body) >= 2 and re.fullmatch(r"\*|[A-Z]+(,[A-Z]+)*", body[0]):
             self.methods = body[0].split(",")
             authority, slash, path = body[1].partition("/")
             self.pattern = slash + path
-            self.host, _, port = authority.rpartition(":") if ":" in authority else (authority, "", "")
-            self.port = int(port) if port else None
             self.digests = body[2:]
         elif body:
-            self.host = body[0]
+            authority = body[0]
+        if authority is not None:
+            host, colon, port = authority.rpartition(":")
+            if colon and port.isdigit():
+                self.host, self.port = host, int(port)
+            else:
+                self.host = authority
 
     @property
     def is_rule(self):
