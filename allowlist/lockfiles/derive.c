@@ -215,10 +215,37 @@ static void add_file(sl_derived *d, dentry *de, const char *file)
         de->e.file = name;
 }
 
+/* A rule keeps its first note. A host entry gathers the distinct reasons
+ * of the fallbacks that made it (several packages may fall back to one
+ * host, each for its own reason), while they fit in a comment. */
+#define NOTE_MAX 600
+
 static void set_note(dentry *de, const char *note)
 {
-    if (note && *note && !de->note)
+    if (!note || !*note)
+        return;
+    if (!de->note) {
         de->note = sl_xstrdup(note);
+        return;
+    }
+    if (sl_entry_is_rule(&de->e))
+        return;
+    size_t have = strlen(de->note), add = strlen(note);
+    for (const char *p = de->note; (p = strstr(p, note)) != NULL; p++)
+        if ((p == de->note || p[-1] == ' ') && (p[add] == '\0' || p[add] == ';'))
+            return;   /* already said */
+    if (have >= NOTE_MAX)
+        return;
+    if (have + 2 + add > NOTE_MAX) {
+        if (strcmp(de->note + (have > 5 ? have - 5 : 0), "; ...") != 0) {
+            de->note = sl_xrealloc(de->note, have + 6);
+            memcpy(de->note + have, "; ...", 6);
+        }
+        return;
+    }
+    de->note = sl_xrealloc(de->note, have + 2 + add + 1);
+    memcpy(de->note + have, "; ", 2);
+    memcpy(de->note + have + 2, note, add + 1);
 }
 
 /* The host of a URL or a reader, validated and normalised as an allowlist
@@ -417,12 +444,27 @@ static bool add_rule_host(sl_derived *d, const sl_host *h, int port, const char 
         de->e.path = de->path;
         note_rulehost(d, &de->e);
     }
+    size_t line = 4 + strlen(host) + path_len;
+    for (size_t k = 0; k < de->e.ndigests; k++)
+        line += 1 + strlen(de->digests[k]);
     for (size_t i = 0; i < ndigests; i++) {
         bool seen = false;
         for (size_t k = 0; k < de->e.ndigests && !seen; k++)
             seen = !strcmp(de->digests[k], digests[i]);
         if (seen)
             continue;
+        line += 1 + strlen(digests[i]);
+        if (line > SL_ENTRY_LINE_MAX || de->e.ndigests + 2 >= SL_ENTRY_FIELDS_MAX) {
+            /* One pattern is one rule (the first match decides), and the
+             * gate reads no longer line: an honest error, not a rule it
+             * would refuse. */
+            char shown[224];
+            snprintf(err, errcap, "the rule for '%s' would carry more digests than an allowlist line holds "
+                     "(%d bytes, %d fields)", sl_display_untrusted(path, path_len, shown, sizeof shown,
+                                                                   SL_DISPLAY_HEX),
+                     SL_ENTRY_LINE_MAX, SL_ENTRY_FIELDS_MAX);
+            return false;
+        }
         if (de->e.ndigests == de->capdigests) {
             de->capdigests = de->capdigests ? de->capdigests * 2 : 2;
             de->digests = sl_xrealloc(de->digests, de->capdigests * sizeof *de->digests);
@@ -621,13 +663,19 @@ static void resolve_fallbacks(sl_derived *d)
 
 /* A host entry on a host that has rules allows nothing (rules narrow); the
  * comment says so. */
+static const char SHADOWED[] = "shadowed: this host has request rules, which alone decide for it";
+
 static bool shadowed(const sl_derived *d, const dentry *de)
 {
     return !sl_entry_is_rule(&de->e) && has_rules(d, &de->e.host, de->e.port);
 }
 
-size_t sl_derived_count(const sl_derived *d)
+size_t sl_derived_count(sl_derived *d)
 {
+    /* Pending fallbacks become entries here, as in sl_derived_entry: a set
+     * of fallbacks alone would otherwise count (and print) as empty. */
+    if (d->nfb)
+        resolve_fallbacks(d);
     return d->n;
 }
 
@@ -653,12 +701,13 @@ static void put_comment(const sl_derived *d, const dentry *de, FILE *out)
         used += need;
     }
     const char *note = de->note;
-    if (shadowed(d, de))
-        note = "shadowed: this host has request rules, which alone decide for it";
-    if (note) {
+    bool shadow = shadowed(d, de);
+    if (note || shadow)
         fputs(de->nfiles ? ": " : "  # ", out);
+    if (note)
         sl_display_write(out, note, strlen(note), SL_DISPLAY_KEEP_HIGH);
-    }
+    if (shadow)
+        fprintf(out, "%s%s", note ? "; " : "", SHADOWED);
 }
 
 /* The sorted view is rebuilt only after a new entry (which may also move v). */
@@ -695,7 +744,7 @@ const sl_entry *sl_derived_entry(sl_derived *d, size_t i, const char *const **fi
 
 void sl_derived_print(sl_derived *d, FILE *out)
 {
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < sl_derived_count(d); i++) {
         sl_derived_entry(d, i, NULL, NULL);
         const dentry *de = d->order[i];
         if (sl_entry_is_rule(&de->e)) {
@@ -729,7 +778,7 @@ void sl_derived_print_json(sl_derived *d, FILE *out)
 {
     json_t *root = json_object();
     json_t *arr = json_array();
-    for (size_t i = 0; i < d->n; i++) {
+    for (size_t i = 0; i < sl_derived_count(d); i++) {
         const char *const *files;
         size_t nfiles;
         const sl_entry *e = sl_derived_entry(d, i, &files, &nfiles);
@@ -752,10 +801,17 @@ void sl_derived_print_json(sl_derived *d, FILE *out)
                 json_array_append_new(da, json_string(e->digests[k]));
             json_object_set_new(o, "digests", da);
         }
-        if (shadowed(d, de))
-            json_object_set_new(o, "note", json_string("shadowed: this host has request rules, which alone decide for it"));
-        else if (de->note)
+        if (de->note && shadowed(d, de)) {
+            size_t n = strlen(de->note) + sizeof SHADOWED + 2;
+            char *t = sl_xrealloc(NULL, n);
+            snprintf(t, n, "%s; %s", de->note, SHADOWED);
+            json_object_set_new(o, "note", json_text(t));
+            free(t);
+        } else if (shadowed(d, de)) {
+            json_object_set_new(o, "note", json_string(SHADOWED));
+        } else if (de->note) {
             json_object_set_new(o, "note", json_text(de->note));
+        }
         json_t *fa = json_array();
         for (size_t k = 0; k < nfiles; k++)
             json_array_append_new(fa, json_text(files[k]));

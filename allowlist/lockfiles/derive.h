@@ -82,7 +82,7 @@ bool sl_sri_from_hex(const char *alg, size_t alg_len, const char *hex, size_t he
  * without options) into out, at most max of them; returns how many. */
 size_t sl_sri_strong(const char *s, size_t len, char (*out)[SL_SRI_MAX], size_t max);
 
-size_t sl_derived_count(const sl_derived *d);
+size_t sl_derived_count(sl_derived *d);   /* resolves pending fallbacks first */
 
 /* Sorted bytewise by their text (rules, "GET ...", sort before host
  * entries); valid until the next add. */

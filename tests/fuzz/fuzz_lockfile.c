@@ -15,6 +15,9 @@
  * (-Wl,--wrap=sl_project_file) so that a file the input does not provide
  * is absent, whatever its path ("/etc/passwd", "../x", "/dev/zero").
  *
+ * Every input is read twice: as allow-from-lockfile does, and with --pins
+ * (sl_derived_set_pins), when readers write rules and fallbacks.
+ *
  * Properties checked besides memory safety, leaks and UB:
  *   - a reader that fails says why (err->msg non-empty);
  *   - every derived entry is a valid allowlist entry that the daemon's
@@ -99,7 +102,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void check_output(sl_derived *d)
 {
     size_t n = sl_derived_count(d);
-    char prev[300] = "", text[300], err[512], shown[700];
+    /* a rule's line may be SL_ENTRY_LINE_MAX bytes */
+    static char prev[SL_ENTRY_LINE_MAX + 1], text[SL_ENTRY_LINE_MAX + 1], again[SL_ENTRY_LINE_MAX + 1];
+    char err[512], shown[700];
+    prev[0] = '\0';
 
     /* Entries: valid allowlist entries, sorted, unique. */
     sl_allowlist *al = sl_allowlist_new();
@@ -117,7 +123,6 @@ static void check_output(sl_derived *d)
         bool ok = sl_allowlist_add_line(al, text, strlen(text), "derived", (int)i + 1, err, sizeof err);
         FUZZ_CHECK(ok, "derived entry '%s' is not a valid allowlist line: %s",
                    fuzz_show(text, strlen(text), shown, sizeof shown), err);
-        char again[300];
         sl_entry_format(sl_allowlist_entry(al, sl_allowlist_count(al) - 1), again, sizeof again);
         FUZZ_CHECK(!strcmp(again, text), "derived entry '%s' reads back as '%s'", text, again);
     }
@@ -189,6 +194,28 @@ static void check_include(void *ctx, const char *path)
                "include '%s' is not named as a project file", path);
 }
 
+/* Every reader that recognises the lockfile, into one derived set. */
+static void derive_once(sl_project *proj, const char *base, const char *path, const char *text, size_t len,
+                        bool pins)
+{
+    sl_derived *out = sl_derived_new();
+    sl_derived_set_pins(out, pins);
+    for (size_t i = 0; sl_lockreaders[i]; i++) {
+        const sl_lockreader *r = sl_lockreaders[i];
+        if (!r->recognises(base))
+            continue;
+        sl_lockerr re = { .msg = "" };
+        bool ok = r->read(path, text, len, proj, out, &re);
+        FUZZ_CHECK(ok || re.msg[0], "reader %s failed without a message", r->name);
+        FUZZ_CHECK(re.line >= 0, "reader %s: negative line %d", r->name, re.line);
+        if (r->includes)
+            r->includes(path, text, len, proj, check_include, NULL);
+    }
+    check_output(out);
+    sl_derived_print(out, g_devnull);
+    sl_derived_free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_file files[FUZZ_MAX_FILES];
@@ -217,22 +244,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = sl_project_file(proj, base, &len, &path, &e);
     FUZZ_CHECK(text != NULL, "the lockfile just put is missing");
 
-    sl_derived *out = sl_derived_new();
-    for (size_t i = 0; sl_lockreaders[i]; i++) {
-        const sl_lockreader *r = sl_lockreaders[i];
-        if (!r->recognises(base))
-            continue;
-        sl_lockerr re = { .msg = "" };
-        bool ok = r->read(path, text, len, proj, out, &re);
-        FUZZ_CHECK(ok || re.msg[0], "reader %s failed without a message", r->name);
-        FUZZ_CHECK(re.line >= 0, "reader %s: negative line %d", r->name, re.line);
-        if (r->includes)
-            r->includes(path, text, len, proj, check_include, NULL);
-    }
-    check_output(out);
-    sl_derived_print(out, g_devnull);
-
-    sl_derived_free(out);
+    for (int pins = 0; pins < 2; pins++)
+        derive_once(proj, base, path, text, len, pins);
     sl_project_free(proj);
     for (size_t i = 0; i < g_narena; i++)
         free(g_arena[i]);

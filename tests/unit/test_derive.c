@@ -447,6 +447,30 @@ static void test_fallbacks_follow_the_host(void **state)
     sl_derived_free(d);
 }
 
+/* A set that holds only fallbacks with a path still counts and prints them
+ * (they are resolved when first looked at, count and print included). */
+static void test_fallbacks_alone_are_counted_and_printed(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *w = "https://services.example/dist/tool-1.zip";
+    assert_int_equal(sl_derived_add_fallback_url(d, w, strlen(w), "wrapper.properties", "no checksum", err,
+                                                 sizeof err), 1);
+    assert_int_equal(sl_derived_count(d), 1);
+    char *out = printed(d, false);
+    assert_string_equal(out, "services.example:443  # wrapper.properties: no checksum\n");
+    free(out);
+    sl_derived_free(d);
+    d = sl_derived_new();
+    assert_int_equal(sl_derived_add_fallback_url(d, w, strlen(w), "wrapper.properties", "no checksum", err,
+                                                 sizeof err), 1);
+    out = printed(d, true);
+    assert_non_null(strstr(out, "\"entry\": \"services.example:443\""));
+    free(out);
+    sl_derived_free(d);
+}
+
 static void test_sri_helpers(void **state)
 {
     (void)state;
@@ -467,6 +491,39 @@ static void test_sri_helpers(void **state)
     assert_int_equal(sl_sri_strong("sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=", 33, list, 4), 0);
 }
 
+/* A host entry gathers the reasons of every fallback on it, and keeps them
+ * when it is shadowed; a rule that would outgrow an allowlist line is an
+ * error, not a line the gate would refuse. */
+static void test_fallback_reasons_gather_and_long_rules_are_refused(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    assert_true(sl_derived_add_fallback(d, "h.example", 9, 443, NULL, 0, "a", "reason one", err, sizeof err));
+    assert_true(sl_derived_add_fallback(d, "h.example", 9, 443, NULL, 0, "a", "reason two", err, sizeof err));
+    assert_true(sl_derived_add_fallback(d, "h.example", 9, 443, NULL, 0, "b", "reason one", err, sizeof err));
+    const char *a[] = { D256A };
+    assert_true(sl_derived_add_rule(d, "h.example", 9, 443, "/x", 2, a, 1, "c", NULL, err, sizeof err));
+    char *out = printed(d, false);
+    assert_non_null(strstr(out, "h.example:443  # a, b: reason one; reason two; shadowed: "));
+    free(out);
+    /* SL_ENTRY_FIELDS_MAX - 2 digests fit in one rule, one more does not */
+    static char dg[SL_ENTRY_FIELDS_MAX][SL_SRI_MAX];
+    const char *dp[SL_ENTRY_FIELDS_MAX];
+    for (int i = 0; i < SL_ENTRY_FIELDS_MAX; i++) {
+        char hex[65];
+        snprintf(hex, sizeof hex, "%064x", i);
+        assert_true(sl_sri_from_hex("sha256", 6, hex, 64, dg[i]));
+        dp[i] = dg[i];
+    }
+    assert_true(sl_derived_add_rule(d, "h.example", 9, 443, "/big", 4, dp, SL_ENTRY_FIELDS_MAX - 2, "c", NULL, err,
+                                    sizeof err));
+    assert_false(sl_derived_add_rule(d, "h.example", 9, 443, "/big", 4, dp + SL_ENTRY_FIELDS_MAX - 2, 1, "c", NULL,
+                                     err, sizeof err));
+    assert_non_null(strstr(err, "more digests than an allowlist line holds"));
+    sl_derived_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,7 +539,9 @@ int main(void)
         cmocka_unit_test(test_rule_inputs_are_validated),
         cmocka_unit_test(test_rule_urls_drop_query_and_fall_back_when_no_rule_can_name_them),
         cmocka_unit_test(test_fallbacks_follow_the_host),
+        cmocka_unit_test(test_fallbacks_alone_are_counted_and_printed),
         cmocka_unit_test(test_sri_helpers),
+        cmocka_unit_test(test_fallback_reasons_gather_and_long_rules_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
