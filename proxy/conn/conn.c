@@ -754,6 +754,7 @@ void conn_close(conn *c, const char *end)
 /* What an exchange owns beyond its up_head. */
 static void exchange_free_fields(conn *c)
 {
+    exchange_release_hold(c);
     free(c->x.path);
     sl_pin_free(c->x.pin);
     free(c->x.expected);

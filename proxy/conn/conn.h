@@ -148,6 +148,8 @@ typedef struct exchange {
     const char *verdict;          /* "integrity_mismatch", "integrity_unverifiable": the
                                      request's line is a refusal with this reason */
     char *expected, *actual;      /* a mismatch: the rule's digests and the body's (malloc'd) */
+    struct evbuffer *pin_held;    /* a pinned body held whole until its digest is known (exchange.c) */
+    size_t pin_reserved;          /* its bytes, counted in the gate-wide budget until the exchange ends */
 } exchange;
 
 typedef struct conn {
@@ -258,6 +260,7 @@ bool exchange_can_reuse(conn *c);            /* exchange.c: is the idle origin g
 void exchange_drop_origin(conn *c);          /* exchange.c: close the origin connection */
 void exchange_interest(conn *c, bool *cli, bool *up);   /* exchange.c: what CS_FORWARD reads */
 void exchange_keep_origin(conn *c);          /* exchange.c: c->up is idle, for the next request */
+void exchange_release_hold(conn *c);         /* exchange.c: a held pinned body goes, with its budget */
 bool request_rules(conn *c);                 /* request.c: path check and rule match; false: refused */
 void request_seal_head(conn *c);             /* request.c: the credential, then the head's end */
 void inspect_begin(conn *c);                 /* inspect.c: CS_SNI passed for an inspected CONNECT */

@@ -22,6 +22,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,7 +158,67 @@ static void move(conn *c, bool from_client, size_t n)
  * The body of a 2xx to a GET rule with digests is hashed as it is moved;
  * the bytes that complete it (the last of a Content-Length body, the last
  * chunk of a chunked one) are hashed first and moved only once the digest
- * matched: they arrive in the same pass, so nothing waits in memory. */
+ * matched: they arrive in the same pass, so nothing waits in memory.
+ *
+ * Beyond SPEC, a body is first held whole, up to [tls] pin_hold_kib and while
+ * the gate-wide PIN_HOLD_TOTAL allows, and reaches the client only once it
+ * matched: npm (pacote) extracts a tarball as it downloads it, so a swapped
+ * package relayed up to its held-back end would already be written under
+ * node_modules (and removed again) when the reset comes. Held, a swapped
+ * artifact of that size never reaches the client at all. A bigger body, or
+ * one over the budget, is let go and streams as SPEC says. */
+#define PIN_HOLD_TOTAL ((size_t)256 << 20)
+
+static size_t pin_hold_max(const conn *c)
+{
+    return (size_t)c->pol->pin_hold_kib << 10;
+}
+
+static _Atomic size_t pin_held_total;
+
+void exchange_release_hold(conn *c)
+{
+    if (c->x.pin_held) {
+        evbuffer_free(c->x.pin_held);
+        c->x.pin_held = NULL;
+    }
+    if (c->x.pin_reserved) {
+        atomic_fetch_sub(&pin_held_total, c->x.pin_reserved);
+        c->x.pin_reserved = 0;
+    }
+}
+
+/* Let a held body go to the client: it streams from here on. Its budget
+ * stays reserved until the exchange ends, since its bytes are now waiting
+ * in the client's output. */
+static void pin_unhold(conn *c)
+{
+    if (!c->x.pin_held)
+        return;
+    evbuffer_add_buffer(c->cli->out, c->x.pin_held);
+    evbuffer_free(c->x.pin_held);
+    c->x.pin_held = NULL;
+}
+
+/* Hold the first n bytes of in, if the body is being held and there is
+ * room; false (and the body let go) when not. */
+static bool pin_hold(conn *c, struct evbuffer *in, size_t n)
+{
+    if (!c->x.pin_held)
+        return false;
+    if (c->x.pin_reserved + n > pin_hold_max(c) ||
+        atomic_fetch_add(&pin_held_total, n) + n > PIN_HOLD_TOTAL) {
+        if (c->x.pin_reserved + n <= pin_hold_max(c))
+            atomic_fetch_sub(&pin_held_total, n);   /* the add above was made */
+        pin_unhold(c);
+        return false;
+    }
+    c->x.pin_reserved += n;
+    evbuffer_remove_buffer(in, c->x.pin_held, n);
+    c->x.bytes_down += n;
+    conn_touch(c);
+    return true;
+}
 
 static bool pinned(const conn *c)
 {
@@ -271,7 +332,18 @@ static bool pump_body(conn *c, body *b, bool from_client, const char **err)
             size_t n = b->remaining < avail ? (size_t)b->remaining : avail;
             if (pin) {
                 pin_hash(pin, src->in, n);
-                if (n == b->remaining && !pin_verdict(c))
+                bool last = n == b->remaining;
+                if (pin_hold(c, src->in, n)) {
+                    b->remaining -= n;
+                    b->done = last;
+                    if (last) {
+                        if (!pin_verdict(c))
+                            return true;   /* reset: the held body goes with the exchange */
+                        pin_unhold(c);
+                    }
+                    break;
+                }
+                if (last && !pin_verdict(c))
                     return true;   /* the last bytes stay unsent: reset */
                 pin = c->x.pin;    /* NULL once the verdict is in */
             }
@@ -285,11 +357,18 @@ static bool pump_body(conn *c, body *b, bool from_client, const char **err)
             long k = feed_chunked(&b->chunked, src->in, avail < 65536 ? avail : 65536, err, pin);
             if (k < 0)
                 return false;
-            if (pin && !had_data && sl_chunked_data_done(&b->chunked)) {
+            bool verdict = pin && !had_data && sl_chunked_data_done(&b->chunked);
+            bool held = pin && k > 0 && pin_hold(c, src->in, (size_t)k);
+            if (verdict) {
                 /* The last chunk is in this pass: none of it goes before the verdict. */
                 if (!pin_verdict(c))
                     return true;
+                pin_unhold(c);
                 pin = NULL;
+            }
+            if (held) {
+                b->done = b->chunked.done;
+                break;
             }
             if (from_client && c->x.cred && b->chunked.trailer_field) {
                 /* A trailer could carry the credential's header beside the
@@ -495,6 +574,9 @@ static bool pump_heads(conn *c)
                 return false;
             }
             c->x.pin = sl_pin_new(c->x.rule->digests, c->x.rule->ndigests);
+            c->x.pin_held = c->x.pin && pin_hold_max(c) > 0 &&
+                                    (b->kind != BODY_LENGTH || b->remaining <= pin_hold_max(c))
+                                ? evbuffer_new() : NULL;   /* a bigger one streams from the start */
             if (!c->x.pin) {
                 conn_close(c, "out_of_memory");
                 return false;

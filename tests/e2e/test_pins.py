@@ -12,7 +12,11 @@ Range requests, coded and unframed 2xx bodies are refused
 
 The origin sends a response in parts and waits, between parts, until the
 test has seen the client receive what the gate may relay of the first: so
-each part is a read of its own at the gate, without fixed sleeps."""
+each part is a read of its own at the gate, without fixed sleeps.
+
+These tests run the gate with `[tls] pin_hold_kib = 0`, the streaming SPEC
+describes (bodies this small would otherwise be held whole: see the tests
+at the end, which run with the default)."""
 
 import queue
 import socket
@@ -34,6 +38,7 @@ H2 = tlsorigin.HOST
 BODY = pattern(3000)
 CHUNKS = [1000, 1500, 500]              # BODY in chunks of these sizes
 TERMINATOR = b"0\r\n\r\n"
+STREAM = {"tls": {"pin_hold_kib": 0}}   # SPEC's streaming: only the end is held back
 RULES = [
     f"GET {H2}/one {sri(BODY)}",                                   # sha512
     f"GET {H2}/two {sri(BODY, 'sha256')} {sri(BODY, 'sha384')}",   # two algorithms
@@ -268,7 +273,7 @@ def _upstream_asked_identity(answer):
 def test_a_right_body_arrives_whole_and_the_tunnel_stays_usable(sluice_inspecting, origin, path):
     """Content-Length and chunked, one after the other in one tunnel on one
     origin connection, then an unpinned request: each arrives whole."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     answers = queue.Queue()
     mark = origin.mark()
     origin.play(serve(answers))
@@ -299,7 +304,7 @@ def test_a_wrong_last_byte_is_never_delivered(sluice_inspecting, origin):
     end (all but the last byte of a Content-Length body, the data but not
     the last chunk of a chunked one), then a reset; the line has both
     digests."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     bad = _flip_last(BODY)
     for path in ("/one", "/two"):
         for resp, relayed in ((cl_response(bad), len(bad) - 1), (chunked_response(bad), None)):
@@ -325,7 +330,7 @@ def test_one_byte_long_never_delivers_a_whole_body_and_a_byte_after_the_body_is_
     the digest is over all of it, so it fails. A right body with one byte
     after it: the body arrives whole, the stray byte never reaches the
     client, and the next request gets its own answer."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     longer = BODY + b"X"
     answers = queue.Queue()
     a = Answer(cl_response(longer))
@@ -362,7 +367,7 @@ def test_one_byte_short_then_the_origin_closes_or_stalls(sluice_inspecting, orig
     """The body's bytes so far are relayed; its last never came, so the
     client has no complete body, and once the origin closes (or, stalled,
     the tunnel idles out: idle_ms) both connections end."""
-    s = sluice_inspecting(allow=RULES, config={"timeouts": {"idle_ms": 1500}})
+    s = sluice_inspecting(allow=RULES, config={"timeouts": {"idle_ms": 1500}, **STREAM})
     for then in ("fin", "stall"):
         for resp, short in ((cl_response()[:-1], len(BODY) - 1), (chunked_response()[:-len(TERMINATOR)], None)):
             answers = queue.Queue()
@@ -397,7 +402,7 @@ def test_one_byte_short_then_the_origin_closes_or_stalls(sluice_inspecting, orig
 
 @pytest.mark.parametrize("framing", ["length", "chunked"])
 def test_a_reset_before_the_end_never_leaves_a_whole_body(sluice_inspecting, origin, framing):
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     resp = cl_response() if framing == "length" else chunked_response()
     for cut in (1, 2, len(TERMINATOR), 64, 1500):
         answers = queue.Queue()
@@ -432,7 +437,7 @@ def test_a_right_body_split_at_every_offset_of_its_end_arrives_whole(sluice_insp
     """One tunnel, one origin connection: for each offset of the last 64
     bytes, the response goes in two writes; before the second the client
     has had everything the gate may relay; after it, the whole body."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     resp = cl_response() if framing == "length" else chunked_response()
     head_len = resp.index(b"\r\n\r\n") + 4
     answers = queue.Queue()
@@ -461,7 +466,7 @@ def test_a_wrong_last_byte_split_at_every_offset_of_the_end_is_never_delivered_w
     """The same splits with the body's last byte wrong: whatever the split,
     the client gets what the gate may relay and then a reset, never the
     whole body."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     bad = _flip_last(BODY)
     resp = cl_response(bad) if framing == "length" else chunked_response(bad)
     head_len = resp.index(b"\r\n\r\n") + 4
@@ -491,7 +496,7 @@ def test_a_wrong_last_byte_split_at_every_offset_of_the_end_is_never_delivered_w
 # --- what is refused, what passes ------------------------------------------------------
 
 def test_a_range_request_to_a_pinned_path_is_refused_before_any_origin(sluice_inspecting, origin):
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     mark = origin.mark()
     c = Client(s)
     c.get("/one", b"Range: bytes=0-99\r\n")
@@ -523,7 +528,7 @@ def test_a_coded_or_unframed_pinned_body_is_refused(sluice_inspecting, origin, h
     nor chunked framing (its end is the close): 403 integrity_unverifiable
     in place of the response, not one byte of its body relayed, and the
     origin connection dropped."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     if how == "gzip":
         resp = cl_response(extra=b"Content-Encoding: gzip\r\n")
     else:
@@ -547,7 +552,7 @@ def test_a_coded_or_unframed_pinned_body_is_refused(sluice_inspecting, origin, h
 
 
 def test_content_encoding_identity_is_no_coding(sluice_inspecting, origin):
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     answers = queue.Queue()
     answers.put(Answer(cl_response(extra=b"Content-Encoding: identity\r\n")))
     origin.play(serve(answers))
@@ -563,7 +568,7 @@ def test_other_statuses_pass_unchanged(sluice_inspecting, origin):
     reach the client as the origin sent them (status, headers that matter,
     body); a 206 to a request without Range is a 2xx like any other and
     is hashed: not the artifact, so it fails. One tunnel for all of them."""
-    s = sluice_inspecting(allow=RULES)
+    s = sluice_inspecting(allow=RULES, config=STREAM)
     answers = queue.Queue()
     origin.play(serve(answers))
     c = Client(s)
@@ -594,3 +599,33 @@ def test_other_statuses_pass_unchanged(sluice_inspecting, origin):
         [("allow", "rule", 404), ("allow", "rule", 304), ("allow", "rule", 302)], show(lines)
     assert (lines[3]["reason"], lines[3]["actual"]) == \
         ("integrity_mismatch", " ".join(sri(BODY[:100], x.split("-")[0]) for x in PINNED["/one"])), show(lines)
+
+
+# --- the default: a small pinned body is held whole until its digest is known -------
+
+def test_a_small_pinned_body_is_held_whole_so_no_byte_of_a_wrong_one_arrives(sluice_inspecting, origin):
+    """With the default pin_hold_kib (8 MiB), a wrong body of either
+    framing, sent in parts, reaches the client as nothing but the head,
+    then the reset; a right one arrives whole and the tunnel goes on."""
+    s = sluice_inspecting(allow=RULES)
+    bad = _flip_last(BODY)
+    for resp in (cl_response(bad), chunked_response(bad)):
+        answers = queue.Queue()
+        a = Answer(resp)
+        answers.put(a)
+        origin.play(serve(answers))
+        c = Client(s)
+        c.get("/one")
+        assert c.wait_end() in ("reset", "eof"), "the tunnel stayed open after a mismatch"
+        assert c.body_received() == 0, f"{c.body_received()} bytes of a wrong body reached the client"
+        c.close()
+        _mismatch_line(s, c, "/one", bad)
+    answers = queue.Queue()
+    origin.play(serve(answers))
+    c = Client(s)
+    for resp in (cl_response(), chunked_response()):
+        answers.put(Answer(resp))
+        c.get("/one")
+        r = c.take()
+        assert (r.status, r.body) == (200, BODY), r
+    c.close()

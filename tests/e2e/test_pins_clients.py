@@ -210,14 +210,14 @@ def test_npm_ci_with_a_swapped_tarball_fails_and_leaves_none_of_it(sluice_inspec
     assert not _files_containing(app, pin_npm["marker"].encode()), "the swapped code is in the app"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "npm extracts a tarball while it downloads it (pacote pipes the response through its integrity "
-    "check into tar): the swapped package's files are written whole from the bytes the gate relays "
-    "before the end it holds back, and removed when the reset fails the download. Holding back the "
-    "end cannot prevent this; holding the whole body until its digest is known would."))
 def test_npm_ci_never_writes_the_swapped_code_under_the_app(sluice_inspecting, inspect_origins, pin_npm, tmp_path):
     """strace sees every write npm makes: none of the swapped code goes to
-    a file under the app, even for a moment."""
+    a file under the app, even for a moment. npm extracts a tarball while
+    it downloads it (pacote pipes the response through its integrity check
+    into tar), so holding back only the body's end would let it write the
+    swapped files and remove them at the reset; the gate holds a pinned
+    body of up to 8 MiB whole until its digest is known (proxy/README.md,
+    "Pinned artifacts")."""
     reg = pin_npm["registry"]
     s = sluice_inspecting(allow=_npm_allowlist(pin_npm))
     app = _copy(pin_npm["app"], tmp_path / "app")

@@ -686,6 +686,10 @@ static void test_a_pinned_body_that_does_not_match_never_arrives_whole(void **st
                 if (cbody && cases[i].whole && strstr(cbody + 4, cases[i].whole))
                     fail_msg("case %zu, split %zu, reads %zu: the client got the whole body [%s]", i, rs,
                              uchunk, cl);
+                /* a small body is held whole until its digest is known: not one byte of a wrong one */
+                if (cbody && cbody[4] != '\0')
+                    fail_msg("case %zu, split %zu, reads %zu: the client got part of a wrong body [%s]", i, rs,
+                             uchunk, cl);
                 if (!strncmp(cl, "HTTP/1.1 200", 12) && alive() && t.c->state != CS_CLOSING)
                     fail_msg("case %zu, split %zu: the connection goes on after [%s]", i, rs, cl);
                 free(cl);
