@@ -343,6 +343,8 @@ static void json_pin_fields(sl_json *j, const conn *c)
 {
     if (c->x.expected)
         sl_json_cstr(j, "expected", c->x.expected);
+    if (c->x.expected_more)
+        sl_json_int(j, "expected_more", (long long)c->x.expected_more);
     if (c->x.actual)
         sl_json_cstr(j, "actual", c->x.actual);
 }
@@ -363,7 +365,7 @@ static uint64_t log_request_line(conn *c, bool allow, const char *reason, const 
         sl_json_cstr(&j, "suggest", c->x.suggest);
     sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
     sl_json_cstr(&j, "reason", reason);
-    if (allow && c->x.rule)
+    if ((allow || c->x.verdict) && c->x.rule)   /* a pinned body refused: the rule that pins it */
         sl_json_cstr(&j, "rule", rule_text(c->x.rule, rule, sizeof rule));
     if (c->x.status)
         sl_json_int(&j, "status", c->x.status);
@@ -447,7 +449,7 @@ void conn_log_close(conn *c, const char *end)
 
 void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct timespec *since, const char *end)
 {
-    char buf[4096], ts[40];   /* a pinned body's digests may be in it */
+    char buf[8192], ts[40];   /* a pinned body's digests may be in it */
     sl_json j;
     sl_json_begin(&j, buf, sizeof buf);
     json_common(&j, ts, "close", c);
@@ -457,7 +459,10 @@ void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct times
     sl_json_cstr(&j, "end", end);
     if (c->x.verdict && !c->in) {
         /* plain HTTP: the decision line said allow before the body came */
+        char rule[300];
         sl_json_cstr(&j, "reason", c->x.verdict);
+        if (c->x.rule)
+            sl_json_cstr(&j, "rule", rule_text(c->x.rule, rule, sizeof rule));
         if (c->x.status)
             sl_json_int(&j, "status", c->x.status);
         json_pin_fields(&j, c);

@@ -148,6 +148,7 @@ typedef struct exchange {
     const char *verdict;          /* "integrity_mismatch", "integrity_unverifiable": the
                                      request's line is a refusal with this reason */
     char *expected, *actual;      /* a mismatch: the rule's digests and the body's (malloc'd) */
+    size_t expected_more;         /* the rule's digests that did not fit in expected */
     struct evbuffer *pin_held;    /* a pinned body held whole until its digest is known (exchange.c) */
     size_t pin_reserved;          /* its bytes, counted in the gate-wide budget until the exchange ends */
 } exchange;
