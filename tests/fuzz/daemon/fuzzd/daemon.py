@@ -172,11 +172,12 @@ class LogReader:
 
 class Daemon:
     def __init__(self, binary, workdir, workers=1, timeouts=None, coverage=True, allowlist=ALLOWLIST,
-                 policy_extra="", tls=None, secret=None):
+                 policy_extra="", tls=None, secret=None, rules_text=None):
         """tls: (gate CA cert, its key, the origins' CA) to inspect, with
-        rules.py's rules and credential (whose secret is `secret`); None
-        for a gate that does not inspect."""
-        self.allowlist = allowlist + (rules.ALLOWLIST if tls else "")
+        rules.py's rules (or rules_text: the self-test's other ones) and
+        credential (whose secret is `secret`); None for a gate that does
+        not inspect."""
+        self.allowlist = allowlist + ((rules_text or rules.ALLOWLIST) if tls else "")
         self.policy_extra = policy_extra
         self.tls = tls
         self.secret = secret
