@@ -24,7 +24,10 @@ CRED_ZONE = "i2.fuzz.test"
 # Pinned artifacts (SPEC part 2): the bodies the fuzzer's origins know, and
 # the digests the gate's GET rules pin them to. A rule may name several
 # digests (any one matching will do), in several algorithms; /pin/many has
-# more than its log line's "expected" may hold, the body's own last.
+# twelve, the body's own last. /pin/many-cut has fourteen, more than an
+# integrity_mismatch line's "expected" holds now (findings/
+# pin_line_expected_cut.json): no generator asks for it until that is
+# fixed (then it joins PINNED_PATHS), or every run would find it again.
 def _text_body(tag, unit, n):
     return (tag + unit * n).encode("latin-1")
 
@@ -61,7 +64,9 @@ PINS = [
     ("i1.fuzz.test", "/pin/empty", [sri("sha256", b"")], ["empty"]),
     ("i1.fuzz.test", "/pin/big", [sri("sha384", BODIES["big"]), sri("sha256", BODIES["big"])], ["big"]),
     ("i1.fuzz.test", "/pin/bulk", [sri("sha256", BODIES["bulk"])], ["bulk"]),
-    ("i1.fuzz.test", "/pin/many", [sri("sha512", b"decoy %d" % i) for i in range(13)] +
+    ("i1.fuzz.test", "/pin/many", [sri("sha512", b"decoy %d" % i) for i in range(11)] +
+     [sri("sha512", BODIES["many"])], ["many"]),
+    ("i1.fuzz.test", "/pin/many-cut", [sri("sha512", b"decoy %d" % i) for i in range(13)] +
      [sri("sha512", BODIES["many"])], ["many"]),
     ("i2.fuzz.test", "/pub/pin/*.txt", [sri("sha256", BODIES["c"]), sri("sha512", BODIES["c"])], ["c"]),
 ]
