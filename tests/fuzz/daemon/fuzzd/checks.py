@@ -22,8 +22,10 @@ for a pinned path that does not hash to one of its digests (nor one that
 cannot be checked: coded, or to the close); no Range request for a pinned
 path reaches an origin, and every request for one that does carries
 Accept-Encoding: identity and no other; every integrity_mismatch line has
-the rule's digests as expected and, as actual, the digests of a body an
-origin sent."""
+the rule's digests as expected (those that fit, and expected_more) and, as
+actual, the digests of a body an origin sent; a pinned refusal names its
+rule; and what part of a pinned body a client got begins a body that
+matches (the gate holds them whole, up to pin_hold_kib)."""
 
 import collections
 import datetime
@@ -323,8 +325,11 @@ class Oracle:
             went = reason in PIN_REASONS and "end" in l
             if went:
                 self.allow_req_by_host[(host, port)] += 1
-            if "rule" in l or ("credential" in l and not (went and rules.has_credential(host, port, True) and
-                                                         l["credential"] == rules.CRED_NAME)):
+            # A pinned refusal names the rule that pins the path (checked
+            # with the other pinned lines).
+            if ("rule" in l and reason not in PIN_REASONS) or \
+                    ("credential" in l and not (went and rules.has_credential(host, port, True) and
+                                                l["credential"] == rules.CRED_NAME)):
                 out.append(Violation("request_line_fields", f"a refusal with a rule or a credential: {l}"))
             if reason in PIN_REASONS:
                 self.pin_lines.append((l, l))
@@ -499,7 +504,8 @@ class Oracle:
 
     def _check_pins_client(self, r):
         """No whole 2xx body for a pinned path that is not a pinned one,
-        and none that could not be checked."""
+        none that could not be checked, and no part of one that does not
+        begin a pinned one (the gate holds them until they matched)."""
         out = []
         if not rules.ON:
             return out
@@ -521,6 +527,14 @@ class Oracle:
                                      f"client :{r.local_port} got a whole {a.status} body ({a.framing}, "
                                      f"{len(a.body)} bytes, {rules.actual_of(digests, a.body)}) for pinned "
                                      f"{host}{path}, which pins {' '.join(digests)}: {a.body[:120]!r}"))
+            elif a.body and len(a.body) <= rules.PIN_HOLD_KIB << 10 and \
+                    not any(b.startswith(a.body) for b in rules.pin_bodies(host, method, path)):
+                # held until it matched: what came is the start of a body that does
+                out.append(Violation("pin_held_body_leaked",
+                                     f"client :{r.local_port} got {len(a.body)} bytes ({a.framing}, "
+                                     f"{'whole' if a.complete else 'cut'}) of a {a.status} for pinned {host}{path} "
+                                     f"that begin no body its digests match, though the gate holds pinned "
+                                     f"bodies up to pin_hold_kib whole: {a.body[:120]!r}"))
         return out
 
     # --- pinned artifacts: what origins got, and the lines ------------------------
@@ -571,16 +585,25 @@ class Oracle:
                                      f"allows ({host} {d.get('method')} {path}): {l}"))
                 continue
             self.pin_stats["lines_" + str(l.get("reason"))] += 1
+            i = rules.rule_allows(host, d.get("method"), path)
+            # (a Range refusal in a tunnel comes before any rule is named)
+            if ("end" in l or "rule" in l) and not self._rule_field_ok(l, i):
+                out.append(Violation("pin_line_rule", f"a pinned refusal must name the rule that pins it, "
+                                     f"line {self.rule_lines[i] if i < len(self.rule_lines) else '?'}: {l}"))
             if l.get("reason") != "integrity_mismatch":
                 continue
             want = " ".join(digests)
             actual = str(l.get("actual", "")).split()
             algs = [a.split("-", 1)[0] for a in actual]
             got = str(l.get("expected", "")).split()
+            more = l.get("expected_more", 0)
             if got and got == digests[:len(got)] and len(got) < len(digests):
-                out.append(Violation("pin_line_expected_cut", f"expected names {len(got)} of the rule's "
-                                     f"{len(digests)} digests ({len(l['expected'])} bytes): {l}"))
-            elif l.get("expected") != want:
+                # what does not fit the line is counted (its rule has them all)
+                if more != len(digests) - len(got) or len(want) <= 3000:
+                    out.append(Violation("pin_line_expected_cut", f"expected names {len(got)} of the rule's "
+                                         f"{len(digests)} digests ({len(l['expected'])} bytes), expected_more "
+                                         f"says {more}: {l}"))
+            elif l.get("expected") != want or more:
                 out.append(Violation("pin_line_expected", f"expected should be {want!r}: {l}"))
             if algs != rules.algs_of(digests):
                 out.append(Violation("pin_line_actual", f"actual should name {rules.algs_of(digests)}: {l}"))

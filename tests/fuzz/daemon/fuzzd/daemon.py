@@ -48,6 +48,7 @@ ca_cert = {ca_cert}
 ca_key = {ca_key}
 upstream_ca = {upstream}
 leaf_days = 7
+pin_hold_kib = {rules.PIN_HOLD_KIB}
 
 [credentials]
 file = {workdir}/credentials.txt

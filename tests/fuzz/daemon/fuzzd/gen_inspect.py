@@ -37,7 +37,7 @@ METHODS = {
 }
 _PATHS = {
     "i1.fuzz.test": ["/", "/x", "/is-number", "/pkg/-/pkg-1.0.0.tgz", "/a/b/c", "/q?x=1&y=/../z", "/up/x",
-                     "/pin/a.tgz", "/pin/b.tgz", "/pin/big", "/pin/empty", "/pin/many", "/pin/a.tgz?v=1",
+                     "/pin/a.tgz", "/pin/b.tgz", "/pin/big", "/pin/empty", "/pin/many", "/pin/many-cut", "/pin/a.tgz?v=1",
                      "/pin/a.tgzx", "/pin/A.tgz"],
     "i2.fuzz.test": ["/up/x", "/up/", "/up/a/b?c=d", "/up/a.txt", "/pub/a.txt", "/pub/x/y.txt", "/pub/a.txt?v=1",
                      "/pub/a.txtx", "/pub/a", "/other", "/upx", "/UP/x", "/", "/up", "/pub/pin/x.txt",

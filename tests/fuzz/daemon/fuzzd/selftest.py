@@ -183,14 +183,30 @@ def pure_inspect_checks():
     two.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 2)
     # A pinned body that failed its digest: the origin sent "fake" for /pin/b.tgz.
     pin_digests = PINS[1][2]
+    lines = rules.rule_line_numbers(daemon_mod.ALLOWLIST + rules.ALLOWLIST)
     pin_req = dict(req, path="/pin/b.tgz", host=name.replace(".i2.", ".i1."), decision="deny",
                    reason="integrity_mismatch", status=200, end="integrity_mismatch", expected=" ".join(pin_digests),
-                   actual=rules.actual_of(pin_digests, b"fake"), rule=None, credential=None)
+                   actual=rules.actual_of(pin_digests, b"fake"), rule=f"allowlist.txt:{lines[1]}", credential=None)
+    many = [p for p in PINS if p[1] == "/pin/many-cut"][0][2]
+    fits = 0
+    while len(" ".join(many[:fits + 1])) < 3000 - 2:
+        fits += 1
+    many_req = dict(pin_req, path="/pin/many-cut", rule=f"allowlist.txt:{lines[[p[1] for p in PINS].index('/pin/many-cut')]}",
+                    expected=" ".join(many[:fits]), expected_more=len(many) - fits,
+                    actual=rules.actual_of(many, b"fake"), id="t2")
     pin_tunnel = dict(tunnel, id="t2", host=name.replace(".i2.", ".i1."))
     pin_req["id"] = "t2"
     fake = conn(f"GET /pin/b.tgz HTTP/1.1\r\nHost: {pin_tunnel['host']}\r\nAccept-Encoding: identity\r\n\r\n".encode())
     fake.tls["sni"] = pin_tunnel["host"]
     fake.sent = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake")
+    def pinned_client(body, whole=False):
+        """A client of pin_tunnel that asked for /pin/b.tgz and got this much
+        of a body of 1,500 bytes (or a whole one)."""
+        c = _Client(bytearray(f"GET /pin/b.tgz HTTP/1.1\r\nHost: {pin_tunnel['host']}\r\n\r\n".encode()))
+        c.tunnel_host = pin_tunnel["host"]
+        c.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body) if whole else 1500, body))
+        return c
+
     cases = [
         ("a clean tunnel", [tunnel, req], [conn(head)], [sent], set()),
         ("a clean integrity_mismatch line", [pin_tunnel, pin_req], [], [], set()),
@@ -198,6 +214,17 @@ def pure_inspect_checks():
          [pin_tunnel, dict(pin_req, expected=" ".join(reversed(pin_digests)))], [], [], {"pin_line_expected"}),
         ("integrity_mismatch whose expected is cut short",
          [pin_tunnel, dict(pin_req, expected=pin_digests[0])], [], [], {"pin_line_expected_cut"}),
+        ("integrity_mismatch for 40 digests, expected_more counting what does not fit", [pin_tunnel, many_req], [],
+         [], set()),
+        ("integrity_mismatch for 40 digests, cut without expected_more",
+         [pin_tunnel, dict(many_req, expected_more=None)], [], [], {"pin_line_expected_cut"}),
+        ("integrity_mismatch that does not name the pinning rule",
+         [pin_tunnel, dict(pin_req, rule=f"allowlist.txt:{lines[-1]}")], [], [], {"pin_line_rule"}),
+        ("a pinned body cut short, its start right", [pin_tunnel], [], [pinned_client(BODIES["b1"][:700])], set()),
+        ("a pinned body cut short, its start wrong (it should have been held)", [pin_tunnel], [],
+         [pinned_client(b"fake")], {"pin_held_body_leaked"}),
+        ("a whole wrong body for a pinned path", [pin_tunnel], [], [pinned_client(b"fake", whole=True)],
+         {"pin_mismatch_delivered"}),
         ("integrity_mismatch whose actual names other algorithms",
          [pin_tunnel, dict(pin_req, actual=rules.sri("sha256", b"fake"))], [], [], {"pin_line_actual"}),
         ("integrity_mismatch whose actual is no body an origin sent",
