@@ -164,7 +164,8 @@ class Runner:
                              coverage=not self.o.no_coverage, allowlist=self._allowlist(),
                              policy_extra=getattr(self.o, "policy_extra", ""),
                              tls=self.gate_tls if self.inspect else None, secret=self.secret,
-                             rules_text=getattr(self.o, "rules_text", None))
+                             rules_text=getattr(self.o, "rules_text", None),
+                             pin_hold_kib=getattr(self.o, "pin_hold_kib", None))
         await self.loop.run_in_executor(None, self.daemon.start)
         self.daemon.log.secret = self.secret.encode()
         self.oracle = checks.Oracle(self.dns, self.secret if self.inspect else None,

@@ -112,6 +112,14 @@ SCENARIOS = [
            _dns(I1_NAME, "o9"), {"o9:80": _send("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake")}),
      {"pin_mismatch_delivered", "pin_range_reached_origin", "pin_accept_encoding"},
      {"inspect": "on", "rules_text": UNPINNED_A}),
+    ("a gate that streams a pinned body (pin_hold_kib = 0) lets the start of a wrong one (its first byte) through", "", "",
+     _case([_tunnel(I1_NAME, f"GET /pin/big HTTP/1.1\r\nHost: {I1_NAME}\r\n\r\n")], _dns(I1_NAME, "o10"),
+           {"o10:443": _tls_origin([
+               {"op": "req"},
+               {"op": "send", "d": f"HTTP/1.1 200 OK\r\nContent-Length: {len(BODIES['big'])}\r\n\r\n"
+                                   + "X" + BODIES["big"][1:-10].decode(), "w": []},
+               {"op": "sleep", "ms": 200}, {"op": "send", "d": BODIES["big"][-10:].decode(), "w": []}])}),
+     {"pin_held_body_leaked"}, {"inspect": "on", "pin_hold_kib": 0}),
 ]
 
 
