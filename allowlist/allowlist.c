@@ -602,12 +602,16 @@ bool sl_allowlist_add_line(sl_allowlist *al, const char *text, size_t len,
     if (b == n)
         return true;                         /* blank or comment only */
 
-    token t[LINE_MAX_BYTES / 2 + 1];
+    token t[SL_ENTRY_FIELDS_MAX];
     size_t nt = 0;
     for (size_t i = b; i < n;) {
         size_t j = i;
         while (j < n && !is_ws(text[j]))
             j++;
+        if (nt == SL_ENTRY_FIELDS_MAX) {
+            snprintf(err, errcap, "more than %d fields on one line", SL_ENTRY_FIELDS_MAX);
+            return false;
+        }
         t[nt++] = (token){ text + i, j - i };
         while (j < n && is_ws(text[j]))
             j++;

@@ -29,8 +29,13 @@ typedef struct sl_entry {
 
 static inline bool sl_entry_is_rule(const sl_entry *e) { return e->methods != NULL; }
 
-/* The longest allowlist line, and so the longest formatted entry. */
-#define SL_ENTRY_LINE_MAX 1024
+/* The longest allowlist line, and so the longest formatted entry: room for a
+ * pinned rule with every digest a lockfile lists for one package (pip
+ * requirements give one per wheel: 40 and more for a package like numpy). */
+#define SL_ENTRY_LINE_MAX 16384
+/* The most whitespace-separated fields a line may have (a rule's digests
+ * are fields). */
+#define SL_ENTRY_FIELDS_MAX 256
 
 /* A set of ports, e.g. connect_ports = 443, 8443. */
 typedef struct sl_ports {

@@ -12,7 +12,8 @@
 
 BENCH_CFLAGS   := -std=c17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
                   -Wstrict-prototypes -Wmissing-prototypes
-BENCH_BIN      := build/bench/loadgen build/bench/origin build/bench/floor build/bench/syscost
+BENCH_BIN      := build/bench/loadgen build/bench/origin build/bench/floor build/bench/syscost \
+                  build/bench/hashspeed
 # Debian packages the benchmark needs beyond DEB_PKGS (it also uses
 # dnsmasq-base, iproute2 and openssl from there). squid-openssl is squid
 # built with OpenSSL, which ssl_bump needs (the squid-bump column); it
@@ -32,6 +33,12 @@ build/bench/floor: BENCH_CFLAGS += -pthread
 # the load generator and the origin speak TLS for the inspection modes
 build/bench/loadgen build/bench/origin: bench/benchtls.h
 build/bench/loadgen build/bench/origin: BENCH_LDLIBS += -lssl -lcrypto
+
+# what hashing a pinned body costs (issue 12): sluice's own SHA-256 on the
+# SHA extensions, mbedtls's digests and AES-GCM, OpenSSL's digests
+build/bench/hashspeed: bench/hashspeed.c proxy/crypto/sha256ni.c proxy/crypto/sha256ni.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BENCH_CFLAGS) -Iproxy/crypto -o $@ bench/hashspeed.c proxy/crypto/sha256ni.c -lmbedcrypto -lcrypto
 
 bench-bin: $(BENCH_BIN)
 

@@ -3,7 +3,7 @@
  *
  *   loadgen MODE [--proxy IP:PORT] --target HOST:PORT [--connect IP:PORT]
  *           [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R]
- *           [--bytes N] [-n N] [--steps A,B,...] [--hold SECONDS]
+ *           [--bytes N] [--bulk-name NAME] [-n N] [--steps A,B,...] [--hold SECONDS]
  *           [--timeout-ms MS] [--cpu-pid PID]...
  *           [--tls --ca PEM [--sni NAME]]
  *
@@ -17,7 +17,9 @@
  *           "Connection: close" (or an HTTP/1.0 one) makes the client
  *           reconnect for the next request; counted as "reconnects".
  *   bulk    one tunnel (direct: one connection) reading --bytes bytes
- *           (GET /bulk/N); MB/s from the request to the last byte.
+ *           (GET /bulk/N, or /bulk/N/NAME with --bulk-name NAME: the same
+ *           body under a path a policy may pin); MB/s from the request to
+ *           the last byte.
  *   idle    opens -n tunnels (CONNECT, 200) and holds them; direct: -n plain
  *           connections. At each count in --steps it prints a line
  *           {"event":"at","n":N,...} and waits for a line on standard input
@@ -129,6 +131,7 @@ static int conc = 1;
 static double duration_s = 5, warmup_s = 0.5, hold_s = 60;
 static double rate;
 static uint64_t bulk_bytes = 1ull << 30;
+static const char *bulk_name;       /* bulk: GET /bulk/N/NAME */
 static int idle_n = 1000;
 static int steps[32], n_steps;
 static uint64_t op_timeout_ns = 10ull * 1000000000ull;
@@ -186,7 +189,8 @@ static void usage(const char *why)
         fprintf(stderr, "loadgen: %s\n", why);
     fprintf(stderr,
             "usage: loadgen tunnel|http|bulk|idle [--proxy IP:PORT] --target HOST:PORT [--connect IP:PORT]\n"
-            "               [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R] [--bytes N] [-n N]\n"
+            "               [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R] [--bytes N] [--bulk-name NAME]\n"
+            "               [-n N]\n"
             "               [--steps A,B,...] [--hold SECONDS] [--timeout-ms MS] [--cpu-pid PID]...\n"
             "               [--tls --ca PEM [--sni NAME]]\n");
     exit(2);
@@ -956,6 +960,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--warmup") == 0) { NEED(); warmup_s = atof(v); }
         else if (strcmp(a, "--rate") == 0) { NEED(); rate = atof(v); }
         else if (strcmp(a, "--bytes") == 0) { NEED(); bulk_bytes = strtoull(v, NULL, 10); }
+        else if (strcmp(a, "--bulk-name") == 0) { NEED(); bulk_name = v; }
         else if (strcmp(a, "-n") == 0) { NEED(); idle_n = atoi(v); }
         else if (strcmp(a, "--hold") == 0) { NEED(); hold_s = atof(v); }
         else if (strcmp(a, "--timeout-ms") == 0) { NEED(); op_timeout_ns = strtoull(v, NULL, 10) * 1000000ull; }
@@ -1017,6 +1022,14 @@ int main(int argc, char **argv)
     }
     if (mode == M_BULK)
         conc = 1;
+    /* a path segment of letters, digits, - and _: nothing a proxy would
+     * refuse as ambiguous, nothing that ends the request line */
+    if (bulk_name) {
+        size_t nl = strlen(bulk_name);
+        if (mode != M_BULK || nl == 0 || nl > 64 || strspn(bulk_name, "abcdefghijklmnopqrstuvwxyz"
+                                                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != nl)
+            usage("--bulk-name is for bulk mode: 1-64 letters, digits, - or _");
+    }
     clk_tck = sysconf(_SC_CLK_TCK);
 
     /* requests */
@@ -1024,7 +1037,8 @@ int main(int argc, char **argv)
         "CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target, target);
     if (mode == M_BULK)
         req_work_len = (size_t)asprintf(&req_work,
-            "GET /bulk/%" PRIu64 " HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", bulk_bytes, target);
+            "GET /bulk/%" PRIu64 "%s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", bulk_bytes,
+            bulk_name ? "/" : "", bulk_name ? bulk_name : "", target);
     else if (mode == M_HTTP && via_proxy && !use_tls)
         req_work_len = (size_t)asprintf(&req_work,
             "GET http://%s/small HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target, target);

@@ -8,7 +8,12 @@
  *          [--small-bytes N]
  *
  * Paths (the request target may be origin-form or absolute-form):
- *   /bulk/N    200 with an N-byte body, streamed from a static buffer
+ *   /bulk/N    200 with an N-byte body, every byte 'b' (0x62), streamed from
+ *              a static buffer; bench/run.py computes the pinned runs'
+ *              digests from exactly these bytes (BULK_FILL there)
+ *   /bulk/N/NAME  the same N bytes: NAME only gives the same body another
+ *              path, so that a policy can pin one path and leave another
+ *              unpinned (the pinned bulk runs)
  *   /stats     200 with JSON counters: accepts, decoy_accepts, requests
  *   anything   200 with a small body of --small-bytes 'x' bytes (default 64)
  *
@@ -234,6 +239,7 @@ static int take_request(struct conn *c)
                      sizeof body - 1, ka, body);
         c->bulk_left = 0;
     } else if (tlen > 6 && memcmp(target, "/bulk/", 6) == 0) {
+        /* N, then the end of the path or /NAME (ignored) */
         uint64_t len = strtoull(target + 6, NULL, 10);
         n = snprintf(c->out, OUT_CAP,
                      "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
@@ -466,7 +472,7 @@ int main(int argc, char **argv)
     small_body = malloc(small_bytes + 1);
     memset(small_body, 'x', small_bytes);
     small_body[small_bytes] = 0;
-    memset(bulk_buf, 'b', sizeof bulk_buf);
+    memset(bulk_buf, 'b', sizeof bulk_buf);   /* run.py's BULK_FILL: the pinned digests */
 
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

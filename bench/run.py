@@ -15,12 +15,20 @@ with request rules (`sluice-inspect`) each inspect tunnels to it with a CA of
 their own, and the load generator trusts that CA. They get a table of their
 own, beside direct TLS to the origin.
 
+Pinned artifacts (issue 12): sluice-inspect's allowlist also pins the bulk
+body under two more paths (/bulk/N/sha512, /bulk/N/sha256: the origin serves
+the same bytes there), with digests this driver computes from the bytes
+bench/origin.c sends; the pinned runs beside the unpinned one give the cost
+of hashing at the gate.
+
 Python standard library only. Installs nothing. Every process it starts is
 stopped by its PID; every measurement is bounded in time.
 """
 
 import argparse
+import base64
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -33,6 +41,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,14 +72,22 @@ SMALL_BYTES = 64
 NAME_TUNNEL = "t.origin.bench.test"
 NAME_HTTP = "h.origin.bench.test"
 DNS_TTL = 5
+# every byte of the origin's /bulk/N body (bench/origin.c fills its buffer
+# with it): the pinned runs' digests are computed from it, never fetched
+BULK_FILL = b"b"
+# the pinned bulk modes: key, the path's NAME (/bulk/N/NAME), the algorithm
+PIN_MODES = (("pbulk", "sha512", "sha512"), ("pbulk256", "sha256", "sha256"))
+# the probe's pinned bodies: one with its digest, one with the digest of a
+# body one byte longer (which the gate must refuse)
+PIN_PROBE_BYTES = 4096
 
 PROFILES = {
     "full": dict(duration=10.0, warmup=1.0, conc=(50, 200), rate=500, bulk=1 << 30,
                  bulk_limit=90.0, idle_n=10000, idle_first=1000, idle_limit=300.0,
-                 timeout_ms=10000, rounds=2, bulk_reps=3, ibulk=1 << 30),
+                 timeout_ms=10000, rounds=2, bulk_reps=3, ibulk=1 << 30, pbulk=1 << 30),
     "smoke": dict(duration=1.0, warmup=0.2, conc=(4, 16), rate=200, bulk=16 << 20,
                   bulk_limit=15.0, idle_n=200, idle_first=100, idle_limit=15.0,
-                  timeout_ms=5000, rounds=1, bulk_reps=1, ibulk=16 << 20),
+                  timeout_ms=5000, rounds=1, bulk_reps=1, ibulk=16 << 20, pbulk=16 << 20),
 }
 
 LOG_POLICY = {
@@ -216,6 +233,133 @@ def threads(pid):
     except OSError:
         pass
     return 0
+
+
+def vm_field_kb(pid, field):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+class RssWatch:
+    """The proxy's memory while one run lasts: VmRSS sampled every 20 ms
+    (its processes summed), and the kernel's own peak (VmHWM, reset through
+    clear_refs at the start, so it is the peak of this run alone: a sample
+    can miss a short spike, the high-water mark cannot)."""
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.hwm_reset = True
+        for p in pids:
+            try:
+                with open(f"/proc/{p}/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:
+                self.hwm_reset = False
+        self.before = self.rss()
+        self.peak = self.before
+        self.samples = 0
+        self.done = threading.Event()
+        self.th = threading.Thread(target=self.loop, daemon=True)
+        self.th.start()
+
+    def rss(self):
+        return sum(vm_field_kb(p, "VmRSS") or 0 for p in self.pids)
+
+    def loop(self):
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, self.rss())
+            self.samples += 1
+
+    def stop(self):
+        self.done.set()
+        self.th.join()
+        out = {"rss_before_kb": self.before, "rss_peak_sampled_kb": self.peak, "rss_after_kb": self.rss(),
+               "rss_samples": self.samples}
+        if self.hwm_reset:
+            hwm = [vm_field_kb(p, "VmHWM") for p in self.pids]
+            if None not in hwm:
+                out["rss_hwm_kb"] = sum(hwm)
+        out["rss_peak_kb"] = max(out.get("rss_hwm_kb", 0), self.peak)
+        out["rss_growth_kb"] = out["rss_peak_kb"] - self.before
+        return out
+
+
+_digests = {}
+
+
+def bulk_digest(n, alg):
+    """The SRI digest (\"sha512-<base64>\") of the origin's n-byte /bulk/n
+    body, computed here from the bytes bench/origin.c sends (BULK_FILL)."""
+    if (n, alg) not in _digests:
+        h = hashlib.new(alg)
+        block = memoryview(BULK_FILL * (1 << 20))
+        left = n
+        while left:
+            k = min(left, len(block))
+            h.update(block[:k])
+            left -= k
+        _digests[(n, alg)] = f"{alg}-" + base64.b64encode(h.digest()).decode()
+    return _digests[(n, alg)]
+
+
+def log_offset(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def log_requests(path, offset, want_path, timeout=3.0):
+    """The decision log's `request` lines for want_path written after
+    offset. An allowed request's line comes when it ends, through the
+    writer thread (within 100 ms): wait up to timeout for one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = []
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                for line in f:
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        continue
+                    if obj.get("event") == "request" and obj.get("path") == want_path:
+                        found.append(obj)
+        except OSError:
+            pass
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def check_bulk_line(t, key, offset, size):
+    """A bulk run's request line in sluice-inspect's log: the rule it
+    names (the pinned one for a pinned run), allowed, 200, the whole body
+    down (bytes_down counts the response head too)."""
+    want_path, want_rule = t.bulk_paths[key](size)
+    lines = log_requests(t.log_path, offset, want_path)
+    out = {"path": want_path, "want_rule": want_rule, "lines": len(lines)}
+    if len(lines) != 1:
+        out["ok"] = False
+        out["why"] = f"{len(lines)} request lines for {want_path} (want 1)"
+        return out
+    ln = lines[0]
+    out.update({k: ln.get(k) for k in ("rule", "decision", "reason", "status", "bytes_down", "expected", "actual")
+                if k in ln})
+    down = ln.get("bytes_down") or 0
+    out["ok"] = (ln.get("rule") == want_rule and ln.get("decision") == "allow" and ln.get("status") == 200
+                 and size <= down < size + 1024)
+    if not out["ok"]:
+        out["why"] = (f"rule {ln.get('rule')} (want {want_rule}), {ln.get('decision')}/{ln.get('reason')}, "
+                      f"status {ln.get('status')}, bytes_down {down:,} (want {size:,} + the head)")
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -388,9 +532,9 @@ def make_bench_pki(workdir):
     os.chmod(d, 0o755)
 
 
-def tls_get(proxy_addr, hostport, ca, direct_port=None, timeout=5.0):
+def tls_get(proxy_addr, hostport, ca, direct_port=None, timeout=5.0, path="/small"):
     """CONNECT hostport through the proxy (or connect to the origin's
-    direct_port), TLS verified against ca for NAME_TUNNEL, GET /small.
+    direct_port), TLS verified against ca for NAME_TUNNEL, GET path.
     Returns (stage, detail, status, body): stage "connect" (refused, or
     the connection failed), "tls" (the handshake failed) or "http"."""
     try:
@@ -415,7 +559,7 @@ def tls_get(proxy_addr, hostport, ca, direct_port=None, timeout=5.0):
     try:
         issuer = dict(x[0] for x in ts.getpeercert().get("issuer", ()))
         how = f"{ts.version()} {ts.cipher()[0]}, leaf issued by {issuer.get('commonName', '?')!r}"
-        ts.sendall(f"GET /small HTTP/1.1\r\nHost: {hostport}\r\n\r\n".encode())
+        ts.sendall(f"GET {path} HTTP/1.1\r\nHost: {hostport}\r\n\r\n".encode())
         head, rest = read_head(ts)
         if head is None:
             return "http", how + "; closed without a reply", 0, b""
@@ -482,7 +626,34 @@ def probe_tls(t):
     st3 = origin_stats()
     check("decoy port never reached", st3["decoy_accepts"] == st0["decoy_accepts"],
           f"decoy accepts {st0['decoy_accepts']} -> {st3['decoy_accepts']}")
+    if getattr(t, "pin_probe", None):
+        probe_pins(t, check)
     return all(c["ok"] for c in checks), checks
+
+
+def probe_pins(t, check):
+    """The pinned runs' premises, on a small body: one pinned with the
+    digest this driver computes passes whole (so the gate hashes the bytes
+    as we do); one pinned with another body's digest is cut before its end,
+    and the log names the mismatch, with our digest as the actual one."""
+    n = PIN_PROBE_BYTES
+    good, bad = t.pin_probe["good"], t.pin_probe["bad"]
+    off = log_offset(t.log_path)
+    stage, detail, status, body = tls_get(t.proxy_addr, t.tls_target, t.tls_ca, path=good[0])
+    lines = log_requests(t.log_path, off, good[0])
+    ln = lines[0] if lines else {}
+    check("pinned body with its digest passes", stage == "http" and status == 200 and body == BULK_FILL * n
+          and ln.get("decision") == "allow" and ln.get("rule") == good[1],
+          f"{detail}; {len(body)} bytes; log: {ln.get('decision')} {ln.get('reason')} rule {ln.get('rule')}")
+    off = log_offset(t.log_path)
+    stage, detail, status, body = tls_get(t.proxy_addr, t.tls_target, t.tls_ca, path=bad[0])
+    lines = log_requests(t.log_path, off, bad[0])
+    ln = lines[0] if lines else {}
+    check("pinned body with a wrong digest is cut", len(body) < n and ln.get("decision") == "deny"
+          and ln.get("reason") == "integrity_mismatch" and ln.get("expected") == bad[2]
+          and ln.get("actual") == bulk_digest(n, "sha512"),
+          f"{stage}: {detail}; the client got {len(body)} of {n} bytes; log: {ln.get('decision')} "
+          f"{ln.get('reason')}, actual {'= ours' if ln.get('actual') == bulk_digest(n, 'sha512') else ln.get('actual')}")
 
 
 # --------------------------------------------------------------------------
@@ -796,11 +967,18 @@ path = decisions.jsonl
 
 class SluiceInspect(Sluice):
     """sluice with request rules for the bench origin: every tunnel to it is
-    inspected (issue 11)."""
+    inspected (issue 11). Its allowlist also pins the bulk body under the
+    pinned modes' paths (issue 12): the pinned rules come first, since the
+    first rule that matches a path decides."""
 
-    def __init__(self, port):
+    def __init__(self, port, pin_bytes, wrong_pins=False):
         super().__init__("sluice-inspect", port, False)
-        self.families = ("tls",)
+        self.families = ("tls", "pin")
+        self.pin_bytes = pin_bytes
+        self.wrong_pins = wrong_pins
+        self.pin_probe = None
+        # bulk key -> (size -> (the path the run GETs, the rule its log line must name))
+        self.bulk_paths = {}
 
     def start(self, workdir):
         d = os.path.join(workdir, self.name)
@@ -819,13 +997,47 @@ class SluiceInspect(Sluice):
             self.notes.append("its CA made by openssl (ECDSA P-256, pathlen:0): this sluice has no `sluice ca init`")
         else:
             raise RuntimeError(f"sluice ca init failed ({r.returncode}): {said[-1000:]}")
+        # the pinned rules, with digests of the bytes the origin sends
+        # (BULK_FILL), computed here; then the unpinned rules
+        say(f"  digests of the {self.pin_bytes:,}-byte bulk body (sha512, sha256)")
+        lines = ["# written by bench/run.py: request rules make the bench origin an inspected host;",
+                 "# the pinned bulk runs' paths first (the first rule that matches decides)"]
+        rule_at = {}
+        host = f"{NAME_TUNNEL}:{TLS_PORT}"
+        for key, name, alg in PIN_MODES:
+            # --wrong-pins: another body's digest (one byte longer), so that
+            # every pinned run must fail
+            digest = bulk_digest(self.pin_bytes + (1 if self.wrong_pins else 0), alg)
+            lines.append(f"GET {host}/bulk/{self.pin_bytes}/{name} {digest}")
+            rule_at[key] = len(lines)
+        n = PIN_PROBE_BYTES
+        lines.append(f"GET {host}/bulk/{n}/probe-good {bulk_digest(n, 'sha512')}")
+        good_line = len(lines)
+        wrong = bulk_digest(n + 1, "sha512")   # another body's: one byte longer
+        lines.append(f"GET {host}/bulk/{n}/probe-bad {wrong}")
+        bad_line = len(lines)
+        lines.append(f"* {host}/*")
+        open_line = len(lines)
+        lines += ["# the probe's origin with a certificate from a CA nobody trusts: admitted, so",
+                  "# that refusing it is the upstream check's doing",
+                  f"* {NAME_TUNNEL}:{ROGUE_PORT}/*"]
         with open(os.path.join(d, "allowlist.txt"), "w") as f:
-            f.write(f"""# written by bench/run.py: request rules make the bench origin an inspected host
-* {NAME_TUNNEL}:{TLS_PORT}/*
-# the probe's origin with a certificate from a CA nobody trusts: admitted, so
-# that refusing it is the upstream check's doing
-* {NAME_TUNNEL}:{ROGUE_PORT}/*
-""")
+            f.write("\n".join(lines) + "\n")
+        # the rule as the log names it: FILE:LINE, the file's path as sluice
+        # resolved it (relative to the config's directory)
+        rule = lambda line: f"{os.path.join(d, 'allowlist.txt')}:{line}"
+        self.pin_probe = {"good": (f"/bulk/{n}/probe-good", rule(good_line)),
+                          "bad": (f"/bulk/{n}/probe-bad", rule(bad_line), wrong)}
+        self.bulk_paths = {"ibulk": lambda size: (f"/bulk/{size}", rule(open_line))}
+        for key, name, _ in PIN_MODES:
+            self.bulk_paths[key] = (lambda size, name=name, key=key:
+                                    (f"/bulk/{size}/{name}", rule(rule_at[key]) if size == self.pin_bytes else None))
+        self.notes.append(f"pinned: `GET {host}/bulk/N/sha512 sha512-…` and `…/sha256 sha256-…` (lines "
+                          f"{rule_at['pbulk']} and {rule_at['pbulk256']}, before the unpinned `*` rule), the "
+                          "digests computed by bench/run.py from the bytes bench/origin.c sends (N times 'b'); "
+                          "each bulk run's request line is checked (the rule it names, 200, bytes_down); "
+                          "the probe checks that a small pinned body passes and one pinned with a wrong digest "
+                          "is cut, the log's `actual` being the digest the driver computed")
         conf = os.path.join(d, "sluice.ini")
         with open(conf, "w") as f:
             f.write(f"""; written by bench/run.py
@@ -1074,14 +1286,27 @@ def measure(t, rec, key, args, limit, origin_pid, direct_port=ORIGIN_PORT):
         cpu_args += ["--cpu-pid", str(p)]
     base = cpu_args + (["--proxy", f"127.0.0.1:{t.port}"] if t.proxy_addr
                        else ["--connect", f"{ORIGIN_IP}:{direct_port}"])
+    bulk = key in BULK_KEYS
+    watch = RssWatch(proxy_pids) if bulk and proxy_pids else None
+    check_log = bulk and key in getattr(t, "bulk_paths", {})
+    off = log_offset(t.log_path) if check_log else 0
     res = loadgen(args + base, limit)
+    if watch:
+        res["memory"] = watch.stop()
+    if check_log:
+        res["log_check"] = check_bulk_line(t, key, off, int(args[args.index("--bytes") + 1]))
     res.update(cpu_split(res, proxy_pids, origin_pid))
     res["other_cores"] = other_cores(res)
     rec.setdefault("all_runs", {}).setdefault(key, []).append(res)
     rec["runs"][key] = res
-    if key in ("bulk", "ibulk"):
+    if bulk:
+        mem = res.get("memory") or {}
+        lc = res.get("log_check")
         say(f"    {t.name} {key}: {res.get('mb_per_s', 0):,.0f} MB/s, complete {res.get('complete')}"
-            + (f" [{res.get('failed') or res.get('last_error')}]" if not res.get("complete") else ""))
+            + (f" [{res.get('failed') or res.get('last_error')}]" if not res.get("complete") else "")
+            + (f"; RSS {mem['rss_before_kb'] / 1024:.1f} MB, peak +{mem['rss_growth_kb'] / 1024:.2f} MB" if mem else "")
+            + (f"; log: {lc.get('rule')} {lc.get('status')} {lc.get('bytes_down') or 0:,} bytes down"
+               + ("" if lc["ok"] else f" [WRONG: {lc.get('why')}]") if lc else ""))
     elif "rate" in key:
         lat = res.get("lat_us", {})
         say(f"    {t.name} {key}: p50 {lat.get('p50', 0) / 1000:.2f} ms, p99 {lat.get('p99', 0) / 1000:.2f} ms, "
@@ -1123,7 +1348,28 @@ def mode_plan(prof):
                                                  "--warmup", str(prof["warmup"])], lim, "tls"))
     plan.append(("ibulk", "bulk", ["--bytes", str(prof["ibulk"]), "-d", str(prof["bulk_limit"])],
                  prof["bulk_limit"] + 30, "tls"))
+    # pinned (issue 12): the same download under paths the policy pins, on
+    # the targets that pin ("pin": sluice-inspect); run in turn with ibulk
+    for key, name, _ in PIN_MODES:
+        plan.append((key, "bulk", ["--bytes", str(prof["pbulk"]), "--bulk-name", name, "-d", str(prof["bulk_limit"])],
+                     prof["bulk_limit"] + 30, "pin"))
     return plan
+
+
+BULK_KEYS = ("bulk", "ibulk") + tuple(k for k, _, _ in PIN_MODES)
+
+
+def plan_groups(plan):
+    """The plan in groups: consecutive bulk modes form one group, whose
+    runs take turns (every mode on every target, then again), so that the
+    pinned and the unpinned download share the machine's changes alike."""
+    groups = []
+    for p in plan:
+        if p[1] == "bulk" and groups and groups[-1][-1][1] == "bulk":
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    return groups
 
 
 def finish(t, rec, workdir):
@@ -1217,7 +1463,7 @@ def build_rows(results, prof, family="plain"):
     idle_n = results["meta"]["idle_n"]
     i = "i" if family == "tls" else ""
     idle_key = i + "idle"
-    fam_keys = {k for k, *_, f in mode_plan(prof) if f == family}
+    fam_keys = {k for k, *_, f in mode_plan(prof) if f == family or (family == "tls" and f == "pin")}
 
     def run(name, key):
         return T.get(name, {}).get("runs", {}).get(key, {})
@@ -1255,6 +1501,38 @@ def build_rows(results, prof, family="plain"):
     def bulk(n):
         r = run(n, i + "bulk")
         return r.get("mb_per_s") if r.get("bytes") else None
+
+    def pinned(key):
+        """A pinned download's MB/s and its ratio to the unpinned one (the
+        same column, the same run); issue 12's target is the ratio."""
+        def f(n):
+            r = run(n, key)
+            if not r.get("bytes"):
+                return None
+            v = r.get("mb_per_s") or 0
+            u = bulk(n)
+            return fmt_num(v) + ("" if r.get("complete") else "‡") + (f" ({v / u:.2f}× unpinned)" if u else "")
+        return f
+
+    def bulk_cpu(n):
+        """The proxy's CPU per byte of one bulk download, each mode's
+        reported (median) run: what pinning adds per byte."""
+        cells = []
+        for key in (i + "bulk",) + tuple(k for k, _, _ in PIN_MODES):
+            r = run(n, key)
+            u, sy = r.get("proxy_user_us_per_op"), r.get("proxy_sys_us_per_op")
+            cells.append(f"{(u + sy) * 1000 / r['bytes']:.1f}" if u is not None and sy is not None and r.get("bytes")
+                         else "—")
+        return None if all(c == "—" for c in cells) else " / ".join(cells)
+
+    def bulk_growth(n):
+        """The largest peak RSS growth over each bulk mode's runs."""
+        cells = []
+        for key in (i + "bulk",) + tuple(k for k, _, _ in PIN_MODES):
+            g = [x["memory"]["rss_growth_kb"] for x in T.get(n, {}).get("all_runs", {}).get(key, [])
+                 if x.get("memory")]
+            cells.append(f"{max(g) / 1024:.2f}" if g else "—")
+        return None if all(c == "—" for c in cells) else " / ".join(cells)
 
     def mem(field, scale=1 / 1024):
         def f(n):
@@ -1301,6 +1579,10 @@ def build_rows(results, prof, family="plain"):
             (f"requests/s in kept-alive inspected tunnels, C={c2}", ops(f"ihttp_c{c2}"), 0, "hi"),
             (f"CPU µs per inspected request, C={c1} (user+sys)¹", cpu(f"ihttp_c{c1}"), 0, "cpu"),
             ("bulk MB/s, one inspected tunnel", bulk, 0, "hi", bulk_flag),
+            ("pinned bulk MB/s, one inspected tunnel (sha512)⁴", pinned("pbulk"), 0, "text"),
+            ("pinned bulk MB/s, one inspected tunnel (sha256)⁴", pinned("pbulk256"), 0, "text"),
+            ("proxy CPU ns per byte, one bulk download (unpinned / sha512 / sha256)⁴", bulk_cpu, 0, "text"),
+            ("peak RSS growth during one bulk download, MB (unpinned / sha512 / sha256)⁴", bulk_growth, 0, "text"),
             ("RSS at start, MB", mem("rss_start_kb"), 1, "lo"),
             ("RSS per 1,000 idle inspected tunnels, MB", idle("rss_per_1000_kb"), 2, "lo"),
             (f"RSS holding {idle_n:,} idle inspected tunnels, MB²", idle("rss_at_n_kb"), 1, "lo", idle_short),
@@ -1363,6 +1645,9 @@ def render_table(results, prof, family="plain"):
                 continue
             elif kind == "info":
                 cells.append("—" if v is None else f"{v:.2f}")
+                continue
+            elif kind == "text":
+                cells.append("—" if v is None else v)
                 continue
             else:
                 if v is None:
@@ -1435,6 +1720,19 @@ def render_footer(results, prof, inspection=False):
                  "so a change in the machine's load skews neighbouring columns alike"
                  + (f"; each mode ran {prof['rounds']} times and each cell shows the run in which other "
                     "processes took the least CPU." if prof.get("rounds", 1) > 1 else "."))
+    pin = T.get("sluice-inspect", {})
+    if inspection and any(pin.get("all_runs", {}).get(k) for k, _, _ in PIN_MODES):
+        runs = "; ".join(f"{k} " + ", ".join(fmt_num(r.get("mb_per_s")) for r in pin["all_runs"][k])
+                         for k in ("ibulk",) + tuple(k for k, _, _ in PIN_MODES) if pin["all_runs"].get(k))
+        lines.append("⁴ Pinned bulk (issue 12): the same download as the inspected bulk, under a path that "
+                     "sluice-inspect's allowlist pins with the body's sha512 (or sha256) digest, computed by the "
+                     "driver from the bytes the origin sends; sluice hashes the body as it streams and holds its "
+                     "last bytes until the digest matched. Each run's request line is checked: the pinned rule, "
+                     "200, the whole body down. The ratio is to the unpinned inspected bulk of the same column "
+                     "and run (medians; issue 12's target: ≥ 0.9×); the runs took turns. Every run, MB/s: "
+                     f"{runs}. CPU per byte: the proxy's user + system time over the download (the median run) "
+                     "divided by the bytes. RSS growth: the proxy's peak during one download (the kernel's VmHWM, reset "
+                     "before it, and VmRSS sampled every 20 ms) minus its RSS before, the largest over the runs.")
     lines.append("Log flushing: " + "; ".join(
         f"**{n}**: {LOG_POLICY[n]}" for n in results["order"] if n in LOG_POLICY and T.get(n, {}).get("reported")) + ".")
     logs = []
@@ -1629,6 +1927,13 @@ def main():
     ap.add_argument("--duration", type=float, help="seconds per throughput/latency run")
     ap.add_argument("--rounds", type=int, help="measure every mode this many times (full: 2, smoke: 1); "
                     "each cell reports the round least disturbed by other processes")
+    ap.add_argument("--mode", action="append", default=[], metavar="KEY",
+                    help="run only these modes (the JSON's keys: ibulk, pbulk, pbulk256, tunnel_c50, ...; idle and "
+                    "iidle for the idle-tunnel steps); repeatable")
+    ap.add_argument("--bulk-reps", type=int, help="runs of each bulk mode per round (full: 3, smoke: 1)")
+    ap.add_argument("--wrong-pins", action="store_true",
+                    help="pin the pinned modes' paths with the digest of a body one byte longer: every pinned run "
+                    "must then fail (a check of the check)")
     ap.add_argument("--json", help="where to write the raw results")
     ap.add_argument("--no-readme", action="store_true", help="do not update the table in bench/README.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (configs, logs)")
@@ -1640,6 +1945,16 @@ def main():
         prof["duration"] = a.duration
     rounds = a.rounds or prof["rounds"]
     prof["rounds"] = rounds
+    if a.bulk_reps:
+        prof["bulk_reps"] = a.bulk_reps
+    plan = mode_plan(prof)
+    known = [p[0] for p in plan] + ["idle", "iidle"]
+    bad = [m for m in a.mode if m not in known]
+    if bad:
+        sys.exit(f"bench: unknown --mode {', '.join(bad)}; this profile's modes: {', '.join(known)}")
+    if a.mode:
+        plan = [p for p in plan if p[0] in a.mode]
+    idle_steps = [m for m in ("idle", "iidle") if not a.mode or m in a.mode]
     out_json = a.json or (os.path.join(ROOT, "build", "bench", "smoke.json") if a.smoke
                           else os.path.join(HERE, "results", "latest.json"))
 
@@ -1691,7 +2006,7 @@ def main():
     results["meta"]["sluice_workers"] = os.cpu_count()
 
     all_targets = [Direct(), Floor(3132), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
-                   Sluice("sluice-full", 3129, True), SquidBump(3133), SluiceInspect(3134)]
+                   Sluice("sluice-full", 3129, True), SquidBump(3133), SluiceInspect(3134, prof["pbulk"], a.wrong_pins)]
     assert [t.name for t in all_targets] == TARGET_NAMES
     targets = [t for t in all_targets if (not a.only or t.name in a.only) and t.name not in a.skip]
     # direct TLS only beside an inspecting target (or on its own)
@@ -1746,29 +2061,31 @@ def main():
             else:
                 failed = True
                 problems.append(f"{t.name}: {rec.get('failed')}")
-        if any("plain" in t.families for t in live):
+        if "idle" in idle_steps and any("plain" in t.families for t in live):
             say("== idle tunnels (memory)")
         for t in live:
-            if "plain" in t.families:
+            if "idle" in idle_steps and "plain" in t.families:
                 say(f"  {t.name}")
                 T[t.name]["idle"] = measure_idle(t, prof, idle_n, first, origin.pid)
-        if any("tls" in t.families for t in live):
+        if "iidle" in idle_steps and any("tls" in t.families for t in live):
             say("== idle inspected tunnels (memory)")
         for t in live:
-            if "tls" in t.families:
+            if "iidle" in idle_steps and "tls" in t.families:
                 say(f"  {t.name}")
                 T[t.name]["iidle"] = measure_idle(t, prof, idle_n, first, origin.pid, tls=True)
         for rnd in range(rounds):
-            for key, mode, args, lim, fam in mode_plan(prof):
-                on = [t for t in live if fam in t.families]
-                if not on:
+            for group in plan_groups(plan):
+                ons = [[t for t in live if g[4] in t.families] for g in group]
+                if not any(ons):
                     continue
-                say(f"== {key}" + (f", round {rnd + 1} of {rounds}" if rounds > 1 else ""))
+                say(f"== {' + '.join(g[0] for g, on in zip(group, ons) if on)}"
+                    + (f", round {rnd + 1} of {rounds}" if rounds > 1 else ""))
                 # a bulk run takes about a second and swings most from run to
-                # run (direct the most): it is repeated, the targets in turn
-                for _ in range(prof["bulk_reps"] if mode == "bulk" else 1):
-                    for t in on:
-                        if fam == "tls":
+                # run (direct the most): it is repeated, the targets (and the
+                # bulk modes of one group) in turn
+                for _ in range(prof["bulk_reps"] if group[0][1] == "bulk" else 1):
+                    for (key, mode, args, lim, fam), t in ((g, t) for g, on in zip(group, ons) for t in on):
+                        if fam in ("tls", "pin"):
                             measure(t, T[t.name], key,
                                     [mode, "--target", t.tls_target, "--timeout-ms", str(prof["timeout_ms"]),
                                      "--tls", "--ca", t.tls_ca] + args, lim, origin.pid, direct_port=TLS_PORT)
@@ -1784,7 +2101,7 @@ def main():
             rec = T[t.name]
             for key, lst in rec.get("all_runs", {}).items():
                 ok = [r for r in lst if r.get("ops")] or lst
-                if key in ("bulk", "ibulk"):
+                if key in BULK_KEYS:
                     ranked = sorted(ok, key=lambda r: r.get("mb_per_s") or 0)
                     rec["runs"][key] = ranked[(len(ranked) - 1) // 2]
                 else:
@@ -1801,10 +2118,15 @@ def main():
                     if "failed" in r or not r.get("ops"):
                         failed = True
                         problems.append(f"{t.name} {key}: no measurement ({r.get('failed') or r.get('last_error')})")
+                    if r.get("log_check") and not r["log_check"]["ok"]:
+                        # a pinned run that was not pinned (or an unpinned one
+                        # that was) measured something else
+                        failed = True
+                        problems.append(f"{t.name} {key}: its request line is wrong: {r['log_check'].get('why')}")
                     elif r.get("errors"):
                         problems.append(f"{t.name} {key}: {r['errors']} errors ({r.get('last_error')})")
             for ikey, fam in (("idle", "plain"), ("iidle", "tls")):
-                if fam not in t.families:
+                if fam not in t.families or ikey not in idle_steps:
                     continue
                 idle = rec.get(ikey, {})
                 if not idle.get("steps") or not idle.get("n_reached"):
@@ -1851,7 +2173,7 @@ def main():
         json.dump(results, f, indent=1, sort_keys=False)
         f.write("\n")
     say(f"raw results: {os.path.relpath(out_json, ROOT)}")
-    if not a.smoke and not a.only and not a.skip and not a.no_readme and not failed:
+    if not a.smoke and not a.only and not a.skip and not a.mode and not a.no_readme and not failed:
         if update_readme(table + "\n\n" + footer):
             say("table written to bench/README.md")
     if a.keep:

@@ -18,6 +18,17 @@
  * Bundler's Settings::Mirrors does. A mirror's fallback_timeout only adds a
  * fallback to the original remote after the mirror fails (R3): not emitted.
  *
+ * With --pins (PINS.md "Bundler"): a gem of a GEM section whose CHECKSUMS
+ * line (Bundler >= 2.5) gives its sha256 is a GET rule for
+ * <remote>gems/<name>-<version>[-<platform>].gem (RubyGems' download path,
+ * the mirror's when one is set) with that digest; the compact index Bundler
+ * reads (<index>versions and <index>info/<every name it meets>, the index
+ * being index.rubygems.org for the rubygems.org remote) are unpinned rules,
+ * and on other remotes also the dependency API (api/v1/dependencies) Bundler
+ * turns to when a server has no compact index. A gem without a checksum, a
+ * lockfile without CHECKSUMS, GIT and plugin sources fall back to host
+ * entries saying why.
+ *
  * A lockfile with merge-conflict markers is refused, as Bundler refuses it
  * (R7). Not modelled: BUNDLE_* environment variables, the user's
  * ~/.bundle/config, and gems installed from vendor/cache with --local. */
@@ -44,6 +55,19 @@ typedef struct mirror {
     int line;
 } mirror;
 
+/* With pins: a spec of a source section ("    name (version[-platform])"),
+ * and a CHECKSUMS line ("  name (version[-platform]) sha256=<hex>,..."). */
+typedef struct gemspec {
+    span name, ver;                /* ver: the text in parentheses */
+    size_t sec;
+    int line;
+} gemspec;
+
+typedef struct gemsum {
+    span name, ver, sums;          /* sums: empty when the line has none */
+    int line;
+} gemsum;
+
 typedef struct bundler {
     const char *lock;
     const char *cfg_path;          /* NULL without .bundle/config */
@@ -51,9 +75,16 @@ typedef struct bundler {
     size_t nmirrors;
     sl_derived *out;
     sl_lockerr *err;
+    bool pins;
+    bool has_checksums;            /* a CHECKSUMS section */
+    gemspec *specs;
+    size_t nspecs, capspecs;
+    gemsum *sums;
+    size_t nsums, capsums;
 } bundler;
 
-typedef enum { SEC_NONE, SEC_GEM, SEC_GIT, SEC_PATH, SEC_PLUGIN, SEC_OTHER } section;
+typedef enum { SEC_NONE, SEC_GEM, SEC_GIT, SEC_PATH, SEC_PLUGIN, SEC_CHECKSUMS, SEC_OTHER } section;
+
 
 #define REMOTES_MAX 64
 
@@ -297,7 +328,195 @@ static bool add_url(bundler *b, span url, bool with_cfg, bool rubygems, const ch
     return true;
 }
 
-static bool finish_section(bundler *b, srcsec *s)
+/* ---- --pins ---- */
+
+#define GEM_PATH_MAX 2048
+
+/* RubyGems allows letters, digits, '.', '-' and '_' in a name, and so in a
+ * version and platform: nothing else may go into a rule literally. */
+static bool gem_text_ok(span t)
+{
+    if (t.n == 0 || t.n > 200)
+        return false;
+    for (size_t i = 0; i < t.n; i++) {
+        char c = t.s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '-' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* "name (ver)" at the start of t: the two spans and what follows. */
+static bool name_version(span t, span *name, span *ver, span *rest)
+{
+    const char *sp = memchr(t.s, ' ', t.n);
+    if (!sp || (size_t)(sp - t.s) + 2 >= t.n || sp[1] != '(')
+        return false;
+    const char *close = memchr(sp + 2, ')', (size_t)(t.s + t.n - sp - 2));
+    if (!close)
+        return false;
+    *name = (span){ t.s, (size_t)(sp - t.s) };
+    *ver = (span){ sp + 2, (size_t)(close - sp - 2) };
+    *rest = (span){ close + 1, (size_t)(t.s + t.n - close - 1) };
+    return true;
+}
+
+static int span_cmp(span a, span b)
+{
+    int c = memcmp(a.s, b.s, a.n < b.n ? a.n : b.n);
+    return c ? c : (a.n > b.n) - (a.n < b.n);
+}
+
+/* CHECKSUMS entries sorted by name and version, for bsearch. */
+static int sum_cmp(const void *x, const void *y)
+{
+    const gemsum *a = x, *b = y;
+    int c = span_cmp(a->name, b->name);
+    return c ? c : span_cmp(a->ver, b->ver);
+}
+
+/* The digests of a CHECKSUMS entry ("sha256=<hex>[,...]") as SRI; returns
+ * how many (0: none usable). */
+static size_t gem_digests(span sums, char (*out)[SL_SRI_MAX], size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sums.n && n < max;) {
+        size_t j = i;
+        while (j < sums.n && sums.s[j] != ',')
+            j++;
+        const char *eq = memchr(sums.s + i, '=', j - i);
+        if (eq && sl_sri_from_hex(sums.s + i, (size_t)(eq - sums.s - i), eq + 1, (size_t)(sums.s + j - eq - 1),
+                                  out[n]))
+            n++;
+        i = j + 1;
+    }
+    return n;
+}
+
+/* One rule (or, with `why`, fallback) on host:port for the lockfile (and
+ * the config). */
+static bool pin(bundler *b, const sl_url *u, const char *path, const char *const *digests, size_t nd,
+                bool with_cfg, const char *note, const char *why, const char *errfile, int errline)
+{
+    char msg[400];
+    size_t plen = path ? strlen(path) : 0;
+    for (int k = 0; k < (with_cfg ? 2 : 1); k++) {
+        const char *file = k ? b->cfg_path : b->lock;
+        bool ok = why ? sl_derived_add_fallback(b->out, u->host, u->host_len, u->port, path, plen, file, why, msg,
+                                                sizeof msg)
+                      : sl_derived_add_rule(b->out, u->host, u->host_len, u->port, path, plen, digests, nd, file,
+                                            note, msg, sizeof msg);
+        if (!ok) {
+            sl_lockerr_set(b->err, errfile, errline, "%s", msg);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The path of a remote URL with a trailing '/' (query and fragment
+ * dropped), as RubyGems joins "gems/..." onto it. */
+static bool base_path(const sl_url *u, char *out, size_t cap)
+{
+    const char *p = u->path ? u->path : "/";
+    size_t n = u->path ? u->path_len : 1;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == '?' || p[i] == '#') {
+            n = i;
+            break;
+        }
+    if (n == 0)
+        p = "/", n = 1;
+    bool slash = p[n - 1] == '/';
+    if (n + 2 > cap)
+        return false;
+    memcpy(out, p, n);
+    if (!slash)
+        out[n++] = '/';
+    out[n] = '\0';
+    return true;
+}
+
+/* A GEM remote (or its mirror) with pins: the gems of section `sec`, and the
+ * index Bundler reads for them. */
+static bool pin_remote(bundler *b, span url, size_t sec, bool with_cfg, const char *errfile, int errline)
+{
+    char tmp[200], base[GEM_PATH_MAX], path[GEM_PATH_MAX + 512];
+    sl_url u;
+    if (!sl_url_parse(url.s, url.n, &u))
+        return true;
+    if (u.port < 0) {
+        sl_lockerr_set(b->err, errfile, errline, "no usable port in '%s'", shown(url, tmp, sizeof tmp));
+        return false;
+    }
+    if (!base_path(&u, base, sizeof base)) {
+        sl_lockerr_set(b->err, errfile, errline, "remote URL too long");
+        return false;
+    }
+    bool rubygems = u.host_len == 12 && !strncasecmp(u.host, "rubygems.org", 12);
+    /* Bundler's fetch_uri: the rubygems.org index is index.rubygems.org,
+     * same scheme, port and path. */
+    sl_url index = u;
+    if (rubygems)
+        index.host = "index.rubygems.org", index.host_len = 18;
+    const char *nocheck = "no CHECKSUMS section in Gemfile.lock (Bundler >= 2.5 writes one)";
+    static const char *const meta[][2] = {
+        { "versions", "compact index" },
+        { "info/*", "compact index: every name Bundler meets in it" },
+        { "api/v1/dependencies", "dependency API, for a server without the compact index" },
+    };
+    for (size_t k = 0; k < (rubygems ? 2 : 3); k++) {
+        snprintf(path, sizeof path, "%s%s", base, meta[k][0]);
+        /* Without checksums nothing is pinned: a plain host entry. */
+        if (!pin(b, &index, b->has_checksums ? path : NULL, NULL, 0, with_cfg, meta[k][1],
+                 b->has_checksums ? NULL : nocheck, errfile, errline))
+            return false;
+    }
+    for (size_t i = 0; i < b->nspecs; i++) {
+        const gemspec *g = &b->specs[i];
+        if (g->sec != sec)
+            continue;
+        if (!gem_text_ok(g->name) || !gem_text_ok(g->ver)) {
+            sl_lockerr_set(b->err, b->lock, g->line, "'%s' is not a gem name and version: no URL can be derived "
+                           "for it", shown((span){ g->name.s, (size_t)(g->ver.s + g->ver.n - g->name.s) }, tmp,
+                                           sizeof tmp));
+            return false;
+        }
+        snprintf(path, sizeof path, "%sgems/%.*s-%.*s.gem", base, (int)g->name.n, g->name.s, (int)g->ver.n,
+                 g->ver.s);
+        gemsum key = { .name = g->name, .ver = g->ver };
+        const gemsum *sum = b->nsums ? bsearch(&key, b->sums, b->nsums, sizeof *b->sums, sum_cmp) : NULL;
+        char sri[4][SL_SRI_MAX];
+        const char *d[4];
+        size_t nd = sum ? gem_digests(sum->sums, sri, 4) : 0;
+        for (size_t k = 0; k < nd; k++)
+            d[k] = sri[k];
+        const char *why = nd ? NULL : !b->has_checksums ? nocheck : "no sha256 for it in CHECKSUMS";
+        if (!pin(b, &u, path, d, nd, with_cfg, NULL, why, errfile, errline))
+            return false;
+    }
+    return true;
+}
+
+static bool fallback_url(bundler *b, span url, const char *why, int errline)
+{
+    char tmp[200], msg[400];
+    sl_url u;
+    if (!sl_url_parse(url.s, url.n, &u))
+        return true;
+    if (u.port < 0) {
+        sl_lockerr_set(b->err, b->lock, errline, "no usable port in '%s'", shown(url, tmp, sizeof tmp));
+        return false;
+    }
+    if (!sl_derived_add_fallback(b->out, u.host, u.host_len, u.port, NULL, 0, b->lock, why, msg, sizeof msg)) {
+        sl_lockerr_set(b->err, b->lock, errline, "%s", msg);
+        return false;
+    }
+    return true;
+}
+
+static bool finish_section(bundler *b, srcsec *s, size_t sec)
 {
     if (s->nspecs == 0)
         return true;               /* nothing locked from it */
@@ -320,17 +539,25 @@ static bool finish_section(bundler *b, srcsec *s)
             }
             if (m) {
                 span mu = { m->uri, strlen(m->uri) };
-                if (!add_url(b, mu, true, true, b->cfg_path, m->line))
+                if (b->pins ? !pin_remote(b, mu, sec, true, b->cfg_path, m->line)
+                            : !add_url(b, mu, true, true, b->cfg_path, m->line))
                     return false;
-            } else if (!add_url(b, r, false, true, b->lock, s->remote_lines[i])) {
+            } else if (b->pins ? !pin_remote(b, r, sec, false, b->lock, s->remote_lines[i])
+                               : !add_url(b, r, false, true, b->lock, s->remote_lines[i])) {
                 return false;
             }
             break;
         }
         case SEC_GIT:
         case SEC_PLUGIN:
-            if (!add_url(b, r, false, false, b->lock, s->remote_lines[i]))
+            if (b->pins) {
+                if (!fallback_url(b, r, s->kind == SEC_GIT ? "a GIT source is cloned, with no digest of the download"
+                                                           : "a plugin source is fetched by its plugin",
+                                  s->remote_lines[i]))
+                    return false;
+            } else if (!add_url(b, r, false, false, b->lock, s->remote_lines[i])) {
                 return false;
+            }
             break;
         default:
             break;
@@ -345,12 +572,12 @@ static section section_of(span h)
 {
     static const struct { const char *name; section s; } known[] = {
         { "GEM", SEC_GEM }, { "GIT", SEC_GIT }, { "PATH", SEC_PATH },
-        { "PLUGIN SOURCE", SEC_PLUGIN },
+        { "PLUGIN SOURCE", SEC_PLUGIN }, { "CHECKSUMS", SEC_CHECKSUMS },
     };
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (h.n == strlen(known[i].name) && !memcmp(h.s, known[i].name, h.n))
             return known[i].s;
-    return SEC_OTHER;              /* PLATFORMS, DEPENDENCIES, CHECKSUMS, ... */
+    return SEC_OTHER;              /* PLATFORMS, DEPENDENCIES, ... */
 }
 
 /* Bundler refuses a lockfile with any of git's conflict markers in it. */
@@ -379,7 +606,7 @@ static bool bundler_recognises(const char *base)
 static bool bundler_read(const char *path, const char *data, size_t len, sl_project *proj,
                          sl_derived *out, sl_lockerr *err)
 {
-    bundler b = { .lock = path, .out = out, .err = err };
+    bundler b = { .lock = path, .out = out, .err = err, .pins = sl_derived_pins(out) };
     bool ok = false;
     char tmp[96];
     int cl = conflict_line(data, len);
@@ -434,6 +661,7 @@ static bool bundler_read(const char *path, const char *data, size_t len, sl_proj
             memset(cur, 0, sizeof *cur);
             cur->kind = section_of(l);
             cur->line = line;
+            b.has_checksums = b.has_checksums || cur->kind == SEC_CHECKSUMS;
             continue;
         }
         if (!cur) {
@@ -443,6 +671,23 @@ static bool bundler_read(const char *path, const char *data, size_t len, sl_proj
         if (cur->kind == SEC_OTHER || cur->kind == SEC_NONE)
             continue;
         span body = { l.s + indent, l.n - indent };
+        if (cur->kind == SEC_CHECKSUMS) {
+            /* Read only for pins: without them the section adds nothing. */
+            span name, ver, rest;
+            if (!b.pins)
+                continue;
+            if (indent != 2 || !name_version(body, &name, &ver, &rest) ||
+                (rest.n && rest.s[0] != ' ')) {
+                sl_lockerr_set(err, path, line, "not a CHECKSUMS line: expected 'name (version) sha256=<hex>'");
+                goto out;
+            }
+            if (!sl_grow(&b.sums, &b.capsums, b.nsums, sizeof *b.sums, (size_t)-1 / sizeof *b.sums))
+                abort();
+            while (rest.n && rest.s[0] == ' ')
+                rest.s++, rest.n--;
+            b.sums[b.nsums++] = (gemsum){ name, ver, rest, line };
+            continue;
+        }
         if (indent == 2) {
             cur->in_specs = false;
             if (body.n == 6 && !memcmp(body.s, "specs:", 6)) {
@@ -476,6 +721,16 @@ static bool bundler_read(const char *path, const char *data, size_t len, sl_proj
             }
         } else if (indent == 4 && cur->in_specs) {
             cur->nspecs++;         /* "name (version)" */
+            span name, ver, rest;
+            if (b.pins && cur->kind == SEC_GEM) {
+                if (!name_version(body, &name, &ver, &rest) || rest.n) {
+                    sl_lockerr_set(err, path, line, "not a gem spec: expected 'name (version)'");
+                    goto out;
+                }
+                if (!sl_grow(&b.specs, &b.capspecs, b.nspecs, sizeof *b.specs, (size_t)-1 / sizeof *b.specs))
+                    abort();
+                b.specs[b.nspecs++] = (gemspec){ name, ver, nsecs - 1, line };
+            }
         } else if (indent >= 6 && cur->in_specs) {
             /* a spec's dependencies */
         } else {
@@ -495,8 +750,10 @@ static bool bundler_read(const char *path, const char *data, size_t len, sl_proj
         needs = needs || (secs[i].kind != SEC_PATH && secs[i].nspecs && secs[i].nremotes);
     if (needs && !load_config(&b, proj))
         goto out;
+    if (b.nsums)
+        qsort(b.sums, b.nsums, sizeof *b.sums, sum_cmp);
     for (size_t i = 0; i < nsecs; i++)
-        if (!finish_section(&b, &secs[i]))
+        if (!finish_section(&b, &secs[i], i))
             goto out;
     ok = true;
 out:
@@ -505,6 +762,8 @@ out:
         free(b.mirrors[i].uri);
     }
     free(secs);
+    free(b.specs);
+    free(b.sums);
     return ok;
 }
 

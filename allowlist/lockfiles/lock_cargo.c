@@ -22,6 +22,15 @@
  * mirror's registry URL, or nothing at all for directory/local-registry
  * (vendoring). Config with a source nobody uses adds nothing (R4).
  *
+ * With --pins (PINS.md "Cargo"): a crates.io package is a GET rule for
+ * static.crates.io/crates/<name>/<version>/download pinned to its checksum
+ * (the index's "dl" has no markers, so cargo appends that, name as written),
+ * plus unpinned rules for the sparse index files cargo reads:
+ * index.crates.io/config.json and the crate's file (make_dep_path of the
+ * lower-cased name). A mirror, an alternative registry (its "dl" is in its
+ * own config.json) and a git dependency fall back to host entries saying
+ * why; a crates.io package without a checksum to an unpinned rule.
+ *
  * Cargo reads ".cargo/config" over ".cargo/config.toml" when both exist.
  * Not modelled: config in parent directories and $CARGO_HOME, CARGO_*
  * environment variables, [http] proxy, and rustup toolchain downloads
@@ -56,6 +65,7 @@ typedef struct srcid {
 
 typedef struct cargo {
     const char *lock;              /* the lockfile's path */
+    const sl_toml *metadata;       /* v1: [metadata], where the checksums are */
     const char *cfg_path;          /* the config's path, NULL without one */
     sl_toml *cfg;
     bool git_protocol;             /* [registries.crates-io] protocol = "git" */
@@ -384,6 +394,215 @@ static bool add_host(cargo *c, const char *host, bool with_cfg)
     return true;
 }
 
+/* ---- --pins ---- */
+
+/* A fallback for the lockfile (and the config): a host entry, or with a
+ * path an unpinned rule when the host has rules. */
+static bool add_fallback(cargo *c, const char *host, size_t hlen, int port, const char *path, bool with_cfg,
+                         const char *why, const char *errfile, int errline)
+{
+    char msg[400];
+    size_t plen = path ? strlen(path) : 0;
+    if (!sl_derived_add_fallback(c->out, host, hlen, port, path, plen, c->lock, why, msg, sizeof msg) ||
+        (with_cfg && !sl_derived_add_fallback(c->out, host, hlen, port, path, plen, c->cfg_path, why, msg,
+                                              sizeof msg))) {
+        sl_lockerr_set(c->err, errfile, errline, "%s", msg);
+        return false;
+    }
+    return true;
+}
+
+static bool add_fallback_url(cargo *c, const char *url, size_t len, bool with_cfg, const char *why,
+                             const char *errfile, int errline)
+{
+    char tmp[200];
+    sl_url u;
+    if (!sl_url_parse(url, len, &u))
+        return true;               /* a local path or file: URL: nothing to reach */
+    if (u.port < 0) {
+        sl_lockerr_set(c->err, errfile, errline, "no usable port in '%s'",
+                       sl_display_untrusted(url, len, tmp, sizeof tmp, SL_DISPLAY_QMARK));
+        return false;
+    }
+    return add_fallback(c, u.host, u.host_len, u.port, NULL, with_cfg, why, errfile, errline);
+}
+
+/* A GET rule on host:443 (ndigests 0: unpinned), for the lockfile and the
+ * config. */
+static bool add_rule(cargo *c, const char *host, const char *path, const char *const *digests,
+                     size_t ndigests, bool with_cfg, const char *note, int line)
+{
+    char msg[400];
+    size_t hlen = strlen(host), plen = strlen(path);
+    if (!sl_derived_add_rule(c->out, host, hlen, 443, path, plen, digests, ndigests, c->lock, note, msg,
+                             sizeof msg) ||
+        (with_cfg && !sl_derived_add_rule(c->out, host, hlen, 443, path, plen, digests, ndigests,
+                                          c->cfg_path, note, msg, sizeof msg))) {
+        sl_lockerr_set(c->err, c->lock, line, "%s", msg);
+        return false;
+    }
+    return true;
+}
+
+/* crates.io allows ASCII letters, digits, '-' and '_' in a name; anything
+ * else could not stand literally in the URL cargo builds. */
+static bool crate_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
+            return false;
+    return true;
+}
+
+/* A semver version as cargo prints it: digits, letters, '.', '-', '+'. */
+static bool crate_version_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128 || s[0] < '0' || s[0] > '9')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-' || s[i] == '+'))
+            return false;
+    return true;
+}
+
+/* The sparse index file of a crate, as cargo's make_dep_path names it for
+ * the lower-cased name: /1/a, /2/ab, /3/a/abc, /ab/cd/abcd... (name
+ * already checked: ASCII, at most 64 bytes). */
+static void index_path(const char *name, char *out, size_t cap)
+{
+    char low[65];
+    size_t n = strlen(name);
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] - 'A' + 'a') : name[i];
+    if (n <= 2)
+        snprintf(out, cap, "/%zu/%s", n, low);
+    else if (n == 3)
+        snprintf(out, cap, "/3/%c/%s", low[0], low);
+    else
+        snprintf(out, cap, "/%.2s/%.2s/%s", low, low + 2, low);
+}
+
+/* The checksum of a package: its own `checksum` (lockfile v2 on), or the
+ * v1 [metadata] entry "checksum NAME VERSION (SOURCE)". NULL if none
+ * ("<none>" is v1's way of saying so). */
+static const sl_toml *package_checksum(const cargo *c, const sl_toml *pkg, const char *name,
+                                       const char *version, const char *source)
+{
+    const sl_toml *v = sl_toml_get(pkg, "checksum");
+    if (v || !c->metadata)
+        return v;
+    size_t klen = strlen(name) + strlen(version) + strlen(source) + 16;
+    char *key = malloc(klen);
+    if (!key)
+        abort();
+    snprintf(key, klen, "checksum %s %s (%s)", name, version, source);
+    v = sl_toml_get(c->metadata, key);
+    free(key);
+    size_t n;
+    const char *s = toml_text(v, &n);
+    if (s && !strcmp(s, "<none>"))
+        return NULL;
+    return v;
+}
+
+/* One crates.io package: its pinned .crate and the index files cargo reads
+ * for it. */
+static bool add_crates_io_pins(cargo *c, const sl_toml *pkg, const char *source, bool replaced, int line)
+{
+    char tmp[200];
+    const char *name = toml_text(sl_toml_get(pkg, "name"), NULL);
+    const sl_toml *ver = sl_toml_get(pkg, "version");
+    const char *version = toml_text(ver, NULL);
+    if (!crate_name_ok(name)) {
+        sl_lockerr_set(c->err, c->lock, sl_toml_line(pkg), "crate name '%s' is not one crates.io allows: "
+                       "no URL can be derived for it",
+                       sl_display_untrusted(name, strlen(name), tmp, sizeof tmp, SL_DISPLAY_QMARK));
+        return false;
+    }
+    if (!version || !crate_version_ok(version)) {
+        sl_lockerr_set(c->err, c->lock, ver ? sl_toml_line(ver) : sl_toml_line(pkg),
+                       "package %s: %s", name, version ? "version is not a semver version" : "no version");
+        return false;
+    }
+    if (c->git_protocol) {
+        if (!add_fallback(c, "github.com", 10, 443, NULL, true,
+                          "crates.io's git index is cloned, and git fetches by POST", c->lock, line))
+            return false;
+    } else {
+        char ipath[80];
+        index_path(name, ipath, sizeof ipath);
+        if (!add_rule(c, "index.crates.io", "/config.json", NULL, 0, replaced, "sparse index config", line) ||
+            !add_rule(c, "index.crates.io", ipath, NULL, 0, replaced, "sparse index", line))
+            return false;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "/crates/%s/%s/download", name, version);
+    const sl_toml *sum = package_checksum(c, pkg, name, version, source);
+    bool dl_cfg = replaced || c->git_protocol;
+    if (!sum)
+        return add_fallback(c, "static.crates.io", 16, 443, path, dl_cfg, "no checksum in Cargo.lock", c->lock,
+                            line);
+    size_t n;
+    const char *hex = toml_text(sum, &n);
+    char sri[SL_SRI_MAX];
+    if (!hex || !sl_sri_from_hex("sha256", 6, hex, n, sri)) {
+        sl_lockerr_set(c->err, c->lock, sl_toml_line(sum), "package %s: checksum is not a SHA-256 in hex", name);
+        return false;
+    }
+    const char *d[1] = { sri };
+    return add_rule(c, "static.crates.io", path, d, 1, dl_cfg, NULL, line);
+}
+
+/* With pins: what one package needs. */
+static bool add_package_pins(cargo *c, const sl_toml *pkg, const char *s, size_t len, int line)
+{
+    char tmp[200];
+    srcid id;
+    if (!parse_lock_source(s, len, &id)) {
+        sl_lockerr_set(c->err, c->lock, line, "unsupported package source '%s'%s",
+                       sl_display_untrusted(s, len, tmp, sizeof tmp, SL_DISPLAY_QMARK),
+                       starts(s, len, "git+") ? " (cargo wants a URL: ssh://git@host/path, "
+                                                "not scp-style git@host:path)" : "");
+        return false;
+    }
+    bool replaced = false;
+    if (c->cfg && !resolve(c, &id, &replaced))
+        return false;
+    const char *errfile = replaced ? c->cfg_path : c->lock;
+    int errline = replaced ? id.line : line;
+    switch (id.kind) {
+    case SRC_LOCAL:
+        return true;
+    case SRC_CRATES_IO:
+        return add_crates_io_pins(c, pkg, s, replaced, line);
+    case SRC_REGISTRY:
+        return add_fallback_url(c, id.url, id.url_len, replaced,
+                                replaced ? "a git-index mirror: its download URL is in its config.json, unknown "
+                                           "offline"
+                                         : "a git-index registry: its download URL is in its config.json, "
+                                           "unknown offline",
+                                errfile, errline);
+    case SRC_SPARSE:
+        return add_fallback_url(c, id.url, id.url_len, replaced,
+                                replaced ? "a sparse mirror: its download URL is in its config.json, unknown "
+                                           "offline"
+                                         : "a sparse registry: its download URL is in its config.json, "
+                                           "unknown offline",
+                                errfile, errline);
+    case SRC_GIT:
+        return add_fallback_url(c, id.url, id.url_len, replaced,
+                                "a git dependency is fetched by commit, with no digest of the download",
+                                errfile, errline);
+    }
+    return true;
+}
+
 /* The endpoints of one package source. `line` is the lockfile line. */
 static bool add_source(cargo *c, const char *s, size_t len, int line)
 {
@@ -506,13 +725,22 @@ static bool cargo_read(const char *path, const char *data, size_t len, sl_projec
     if (any_source && !load_config(&c, proj))
         goto out;
 
+    const sl_toml *meta = sl_toml_get(lock, "metadata");
+    c.metadata = meta && sl_toml_kind_of(meta) == SL_TOML_TABLE ? meta : NULL;
+    bool pins = sl_derived_pins(out);
     const char *last = NULL;
     for (size_t i = 0; i < n; i++) {
-        const sl_toml *src = sl_toml_get(sl_toml_at(pkgs, i), "source");
+        const sl_toml *pkg = sl_toml_at(pkgs, i);
+        const sl_toml *src = sl_toml_get(pkg, "source");
         size_t slen;
         const char *s = toml_text(src, &slen);
         if (!s)
             continue;              /* workspace member or path dependency */
+        if (pins) {
+            if (!add_package_pins(&c, pkg, s, slen, sl_toml_line(src)))
+                goto out;
+            continue;
+        }
         if (last && !strcmp(last, s))
             continue;              /* the same source as the package before */
         if (!add_source(&c, s, slen, sl_toml_line(src)))

@@ -16,6 +16,9 @@
  * github.com/o/r/archive/ too, and release downloads to
  * release-assets.githubusercontent.com (R6).
  *
+ * With --pins nothing can be pinned (PINS.md "Composer"): a dist's shasum is
+ * SHA-1 or empty, a source is a VCS clone. The host entries say so.
+ *
  * Not modelled: --prefer-source/--prefer-dist/--prefer-install on the
  * command line, COMPOSER_* environment and the global config, the
  * repo.packagist.org metadata checks of Composer >= 2.10 (ignored when
@@ -40,6 +43,7 @@ typedef struct composer {
     json_t *cfg;
     sl_derived *out;
     sl_lockerr *err;
+    const char *why;               /* --pins: why the package's hosts are not pinned */
 } composer;
 
 /* Untrusted text for a message: printable ASCII, the rest as '?', cut. */
@@ -178,8 +182,12 @@ static bool add2(composer *c, const char *host, size_t hlen, int port, bool with
                  const char *pkg)
 {
     char msg[400], tmp[96];
-    if (!sl_derived_add(c->out, host, hlen, port, c->lock, msg, sizeof msg) ||
-        (with_cfg && !sl_derived_add(c->out, host, hlen, port, c->json_path, msg, sizeof msg))) {
+    bool pins = sl_derived_pins(c->out);
+    if (!(pins ? sl_derived_add_fallback(c->out, host, hlen, port, NULL, 0, c->lock, c->why, msg, sizeof msg)
+               : sl_derived_add(c->out, host, hlen, port, c->lock, msg, sizeof msg)) ||
+        (with_cfg && !(pins ? sl_derived_add_fallback(c->out, host, hlen, port, NULL, 0, c->json_path, c->why, msg,
+                                                      sizeof msg)
+                            : sl_derived_add(c->out, host, hlen, port, c->json_path, msg, sizeof msg)))) {
         sl_lockerr_set(c->err, c->lock, 0, "package %s: %s", shown(pkg, tmp, sizeof tmp), msg);
         return false;
     }
@@ -298,6 +306,10 @@ static bool add_package(composer *c, const json_t *pkg, size_t idx, const char *
     const char *type = jstr(json_object_get(loc, "type"));
     if (!strcmp(type, "path"))
         return true;               /* a local directory */
+    const char *sum = want_dist ? jstr(json_object_get(loc, "shasum")) : NULL;
+    c->why = !want_dist ? "a VCS source is cloned, with no digest of the download"
+             : sum && *sum ? "dist.shasum is SHA-1, too weak to pin"
+                           : "no dist.shasum to pin";
     return add_url(c, primary_url(loc), with_cfg, name);
 }
 

@@ -12,6 +12,11 @@
  * on one, we cannot know it and refuse with FILE:LINE rather than guess.
  * A reference to it in the tag or digest alone is fine.
  *
+ * With --pins nothing is pinned (PINS.md "the rest"): an image digest names
+ * a manifest, and the layers it lists come from URLs the registry gives at
+ * pull time (redirects to CDNs); ADD sources are not pinned either. The host
+ * entries say so.
+ *
  * Not modelled (LOCKFILES.md §2, §4): `RUN` steps (they need their own
  * allowlist), --build-arg overrides, registry mirrors configured in the
  * daemon, ONBUILD triggers (they run in the child build), region- or
@@ -441,12 +446,18 @@ typedef struct ctx {
     sl_lockerr *err;
     char **stages;                 /* lower-case names; NULL for an unnamed stage */
     size_t nstages, capstages;
+    const char *why;               /* --pins: why a host entry is not pinned (NULL: PINS_WHY) */
 } ctx;
+
+#define PINS_WHY "image layers come from URLs the registry gives at pull time"
+#define PINS_WHY_ADD "an ADD source is not pinned"
 
 static bool add_host(ctx *c, int line, const char *host, size_t hlen, int port)
 {
     char msg[256];
-    if (!sl_derived_add(c->out, host, hlen, port, c->path, msg, sizeof msg)) {
+    if (!(sl_derived_pins(c->out) ? sl_derived_add_fallback(c->out, host, hlen, port, NULL, 0, c->path,
+                                                            c->why ? c->why : PINS_WHY, msg, sizeof msg)
+                                  : sl_derived_add(c->out, host, hlen, port, c->path, msg, sizeof msg))) {
         sl_lockerr_set(c->err, c->path, line, "%s", msg);
         return false;
     }
@@ -937,16 +948,20 @@ static bool add_source(ctx *c, int line, const char *text, size_t n, const scope
             size_t un = unk ? (size_t)(unk - s) : v.n;
             char msg[256];
             if (sl_url_parse(s, un, &u)) {
-                int r = sl_derived_add_url(c->out, s, un, c->path, msg, sizeof msg);
+                int r = sl_derived_pins(c->out)
+                            ? sl_derived_add_fallback_url(c->out, s, un, c->path, PINS_WHY_ADD, msg, sizeof msg)
+                            : sl_derived_add_url(c->out, s, un, c->path, msg, sizeof msg);
                 if (r < 0) {
                     sl_lockerr_set(c->err, c->path, line, "%s", msg);
                     ok = false;
                 } else if (ieq(u.host, u.host_len, "github.com") && u.path) {
                     /* LOCKFILES.md §3: GitHub redirects these downloads. */
+                    c->why = PINS_WHY_ADD;
                     if (memmem(u.path, u.path_len, "/releases/download/", 19))
                         ok = add_lit(c, line, "release-assets.githubusercontent.com", 443);
                     else if (memmem(u.path, u.path_len, "/archive/", 9))
                         ok = add_lit(c, line, "codeload.github.com", 443);
+                    c->why = NULL;
                 }
             } else {
                 sl_lockerr_set(c->err, c->path, line, "invalid ADD source URL '%s'", shown);

@@ -35,6 +35,10 @@
  * the checksum database is never needed; with no go version known, only
  * GOFLAGS=-mod=vendor turns vendoring on. go.env alone adds nothing (R4).
  *
+ * With --pins nothing can be pinned (PINS.md "Go"): go.sum's h1: hash is
+ * over the module's file tree, not over the .zip the proxy sends. The host
+ * entries say so.
+ *
  * Not modelled (LOCKFILES.md §4): vanity import paths (golang.org/x/... lives
  * on go.googlesource.com, gopkg.in on github.com: direct mode emits only the
  * module path's host, which answers ?go-get=1), GOINSECURE (plain http),
@@ -712,9 +716,13 @@ static bool globs_match(span globs, span path)
 static bool add_for(gorun *g, const char *host, size_t hlen, int port, const char *const files[3],
                     const char *errfile, int errline)
 {
+    static const char why[] = "go.sum's h1: hashes a module's file tree, not the .zip downloaded";
     char msg[400];
+    bool pins = sl_derived_pins(g->out);
     for (int i = 0; i < 3; i++)
-        if (files[i] && !sl_derived_add(g->out, host, hlen, port, files[i], msg, sizeof msg)) {
+        if (files[i] && !(pins ? sl_derived_add_fallback(g->out, host, hlen, port, NULL, 0, files[i], why, msg,
+                                                         sizeof msg)
+                               : sl_derived_add(g->out, host, hlen, port, files[i], msg, sizeof msg))) {
             sl_lockerr_set(g->err, errfile, errline, "%s", msg);
             return false;
         }

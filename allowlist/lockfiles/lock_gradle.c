@@ -36,6 +36,20 @@
  * providers, properties set in code) is known only when Gradle runs: when
  * the host depends on it the script is refused with FILE:LINE.
  *
+ * With --pins (PINS.md "Gradle"): gradle/verification-metadata.xml at the
+ * build's root lists every artifact file with its checksums; each used
+ * repository gets a GET rule for each file (the file does not say which
+ * repository served it): <repository>/<group as a path>/<name>/<version>/
+ * <file>, pinned to its sha256/sha512 (and also-trust) values. The plugin
+ * portal redirects (303) to plugins-artifacts.gradle.org, under a path with
+ * a hash in it, or to Maven Central: both get rules too. Unpinned rules
+ * only for what Gradle reads beyond the listed files: POMs and Gradle module
+ * files when verify-metadata is false, .asc signatures when
+ * verify-signatures is true, maven-metadata.xml of a -SNAPSHOT version. The
+ * wrapper's distribution is pinned by distributionSha256Sum. The rest
+ * (no verification file, SHA-1/MD5 or signature only, ivy repositories,
+ * applied scripts) falls back to host entries saying why.
+ *
  * Not modelled: code the tokenizer cannot see through (repositories added in
  * loops, functions, buildSrc or convention plugins, init scripts,
  * ~/.gradle/gradle.properties), Groovy paren-less calls spread over lines
@@ -54,6 +68,7 @@
 #include "growbuf.h"
 #include "javaprops.h"
 #include "text.h"
+#include "xmlread.h"
 
 #define MAX_TOKENS 2000000
 #define MAX_NESTING 256          /* open ( and { at once */
@@ -490,6 +505,8 @@ typedef struct decl {
     bool all;          /* allprojects/subprojects: applies to every project */
     int proj;
     char *url;         /* RK_URL: the URL, or its part before the unknown */
+    bool partial;      /* RK_URL: the URL goes on with a part known only when Gradle runs */
+    bool ivy;          /* RK_URL: an ivy { } repository */
     const char *file;
     int line;
 } decl;
@@ -525,6 +542,13 @@ typedef struct analysis {
     bool settings_wins;        /* repositoriesMode PREFER_SETTINGS / FAIL_ON_PROJECT_REPOS */
     bool deps_all;             /* allprojects/subprojects { dependencies } */
     bool is_root;              /* settings or wrapper here: the root of a build */
+    char root_rel[64];         /* the build root relative to here ("", "../", ...) */
+    bool in_ivy;               /* reading an ivy { } repository */
+    bool pins;                 /* --pins */
+    const char *why;           /* pins: why a host entry is not pinned */
+    struct verif *verif;       /* pins: gradle/verification-metadata.xml, if there is one */
+    char **plain;              /* pins: "host:port" of the host entries made here */
+    size_t nplain, capplain;
 } analysis;
 
 /* A project file: the trigger's own bytes when it is the one asked for. */
@@ -876,9 +900,11 @@ static bool add_decl(analysis *an, const script *sc, int fr, rkind kind, const s
         return an_fail(an, sc->path, line, "%s", "too many repositories");
     decl *d = &an->d[an->nd];
     *d = (decl){.cls = cls, .kind = kind, .proj = sc->proj, .file = sc->path, .line = line,
-                .all = within(sc, fr, "allprojects") || within(sc, fr, "subprojects")};
+                .all = within(sc, fr, "allprojects") || within(sc, fr, "subprojects"),
+                .ivy = an->in_ivy};
     if (url) {
         const char *unk = memchr(url->buf, UNKNOWN, url->n);
+        d->partial = unk != NULL;
         d->url = strndup(url->buf, unk ? (size_t)(unk - url->buf) : url->n);
         if (!d->url)
             return an_fail(an, sc->path, line, "%s", "out of memory");
@@ -929,6 +955,7 @@ static bool repo_stmt(analysis *an, const script *sc, int f, size_t s, size_t e)
         return add_decl(an, sc, f, RK_JCENTER, NULL, h->line);
     if (!is_ident(h, "maven") && !is_ident(h, "ivy"))
         return true;                   /* mavenLocal, flatDir, content, ...: nothing to reach */
+    an->in_ivy = is_ident(h, "ivy");
     bool found = false;
     size_t i = s + 1;
     if (i < e && is_punct(&sc->t[i], '(') && sc->t[i].match > 0) {
@@ -1030,7 +1057,10 @@ static bool apply_from(analysis *an, const script *sc, size_t s, size_t e)
                            "when Gradle runs",
                            v.why);
         char msg[256];
-        if (sl_derived_add_url(an->out, v.buf, n, sc->path, msg, sizeof msg) < 0)
+        if ((an->pins ? sl_derived_add_fallback_url(an->out, v.buf, n, sc->path,
+                                                    "an applied script is downloaded with no digest", msg,
+                                                    sizeof msg)
+                      : sl_derived_add_url(an->out, v.buf, n, sc->path, msg, sizeof msg)) < 0)
             return an_fail(an, sc->path, sc->t[i].line, "%s", msg);
         return true;
     }
@@ -1162,12 +1192,57 @@ static bool read_lockfile(analysis *an, const char *rel, bool *has_entries)
     return true;
 }
 
+/* With pins, the host entries made here: a rule on one of their hosts would
+ * shadow them (rules narrow). */
+static void note_plain(analysis *an, const char *host, size_t hlen, int port)
+{
+    char key[300];
+    snprintf(key, sizeof key, "%.*s:%d", (int)(hlen > 255 ? 255 : hlen), host, port);
+    for (size_t i = 0; i < an->nplain; i++)
+        if (!strcasecmp(an->plain[i], key))
+            return;
+    if (sl_grow(&an->plain, &an->capplain, an->nplain, sizeof *an->plain, 4 * MAX_DECLS))
+        an->plain[an->nplain++] = sl_xstrdup(key);
+}
+
+static bool is_plain(const analysis *an, const char *host, size_t hlen, int port)
+{
+    char key[300];
+    snprintf(key, sizeof key, "%.*s:%d", (int)(hlen > 255 ? 255 : hlen), host, port);
+    for (size_t i = 0; i < an->nplain; i++)
+        if (!strcasecmp(an->plain[i], key))
+            return true;
+    return false;
+}
+
+/* A host entry (with pins: a fallback saying why, an->why). */
 static bool add_host(analysis *an, const char *host, int port, const char *file, int line)
 {
+    if (an->pins)
+        note_plain(an, host, strlen(host), port);
     char msg[256];
-    if (!sl_derived_add(an->out, host, strlen(host), port, file, msg, sizeof msg))
+    if (!(an->pins ? sl_derived_add_fallback(an->out, host, strlen(host), port, NULL, 0, file, an->why, msg,
+                                             sizeof msg)
+                   : sl_derived_add(an->out, host, strlen(host), port, file, msg, sizeof msg)))
         return an_fail(an, file, line, "%s", msg);
     return true;
+}
+
+/* The host entry of a URL: 1, 0 (no network host), -1 (msg). With pins a
+ * fallback for the host alone: a repository's URL is a prefix, not a path
+ * a rule could name. */
+static int add_url_entry(analysis *an, const char *url, size_t n, const char *file, char *msg, size_t cap)
+{
+    if (!an->pins)
+        return sl_derived_add_url(an->out, url, n, file, msg, cap);
+    sl_derived *probe = sl_derived_new();     /* the same checks, the same messages */
+    int r = sl_derived_add_url(probe, url, n, file, msg, cap);
+    sl_derived_free(probe);
+    sl_url u;
+    if (r <= 0 || !sl_url_parse(url, n, &u))
+        return r;
+    note_plain(an, u.host, u.host_len, u.port);
+    return sl_derived_add_fallback(an->out, u.host, u.host_len, u.port, NULL, 0, file, an->why, msg, cap) ? 1 : -1;
 }
 
 static bool add_portal(analysis *an, const char *file, int line)
@@ -1192,7 +1267,7 @@ static bool emit(analysis *an, const decl *d)
         break;
     }
     char msg[256];
-    int r = sl_derived_add_url(an->out, d->url, strlen(d->url), d->file, msg, sizeof msg);
+    int r = add_url_entry(an, d->url, strlen(d->url), d->file, msg, sizeof msg);
     if (r < 0)
         return an_fail(an, d->file, d->line, "%s", msg);
     sl_url u;
@@ -1200,6 +1275,394 @@ static bool emit(analysis *an, const decl *d)
         strncasecmp(u.host, "plugins.gradle.org", 18) == 0)
         return add_portal(an, d->file, d->line);   /* maven { url ".../m2/" } is the portal */
     return true;
+}
+
+/* ---- --pins: gradle/verification-metadata.xml ---- */
+
+#define VMAX_DIGESTS 8             /* per artifact: sha256, sha512 and their also-trust values */
+#define VMAX_ENTRIES 4000000       /* components and artifacts */
+#define VPATH_MAX 4096
+
+typedef struct vcomp {
+    char *group, *name, *version;
+} vcomp;
+
+typedef struct vart {
+    size_t comp;
+    char *file;
+    char *sri[VMAX_DIGESTS];
+    size_t nd;
+    bool weak;                     /* sha1 or md5 listed */
+} vart;
+
+typedef struct verif {
+    sl_xml xml;
+    const char *path;
+    vcomp *c;
+    size_t nc, capc;
+    vart *a;
+    size_t na, capa;
+    bool verify_metadata;          /* Gradle's default: true */
+    bool verify_signatures;        /* default: false */
+    bool in_comp, in_art;
+    const char *alg;               /* inside <sha256> and the like */
+    int flag;                      /* 1: in <verify-metadata>, 2: in <verify-signatures> */
+    char text[8];
+    size_t textn;
+} verif;
+
+static void verif_free(verif *v)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < v->nc; i++) {
+        free(v->c[i].group);
+        free(v->c[i].name);
+        free(v->c[i].version);
+    }
+    for (size_t i = 0; i < v->na; i++) {
+        free(v->a[i].file);
+        for (size_t k = 0; k < v->a[i].nd; k++)
+            free(v->a[i].sri[k]);
+    }
+    free(v->c);
+    free(v->a);
+    free(v);
+}
+
+static const char *xml_att(const char **atts, const char *name)
+{
+    for (; atts && atts[0]; atts += 2)
+        if (!strcmp(atts[0], name))
+            return atts[1];
+    return NULL;
+}
+
+/* A coordinate (or file name) that can stand literally in a rule's path:
+ * printable ASCII without '/', '\', '*', '%', '?', '#', not "." or "..";
+ * a group also has no empty part between its dots. */
+static bool coord_ok(const char *s, bool group)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 256 || !strcmp(s, ".") || !strcmp(s, ".."))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c >= 0x7f || strchr("/\\*%?#", c))
+            return false;
+        if (group && c == '.' && (i == 0 || i + 1 == n || s[i + 1] == '.'))
+            return false;
+    }
+    return true;
+}
+
+static void v_digest(verif *v, const char *value)
+{
+    vart *a = &v->a[v->na - 1];
+    char sri[SL_SRI_MAX];
+    if (!value || !sl_sri_from_hex(v->alg, strlen(v->alg), value, strlen(value), sri)) {
+        sl_xml_fail(&v->xml, "%s: value is not a digest in hex", v->alg);
+        return;
+    }
+    for (size_t k = 0; k < a->nd; k++)
+        if (!strcmp(a->sri[k], sri))
+            return;
+    if (a->nd < VMAX_DIGESTS)
+        a->sri[a->nd++] = sl_xstrdup(sri);
+}
+
+static void v_start(void *ud, const char *name, const char **atts)
+{
+    verif *v = ud;
+    static const char *const algs[] = { "sha256", "sha384", "sha512" };
+    if (!strcmp(name, "component")) {
+        const char *g = xml_att(atts, "group"), *n = xml_att(atts, "name"), *ver = xml_att(atts, "version");
+        if (!g || !n || !ver) {
+            sl_xml_fail(&v->xml, "%s: a component needs group, name and version", "component");
+            return;
+        }
+        if (!coord_ok(g, true) || !coord_ok(n, false) || !coord_ok(ver, false)) {
+            char shown[128];
+            sl_display_untrusted(n, strlen(n), shown, sizeof shown, SL_DISPLAY_QMARK);
+            sl_xml_fail(&v->xml, "component '%s' cannot be part of a URL path", shown);
+            return;
+        }
+        if (!sl_grow(&v->c, &v->capc, v->nc, sizeof *v->c, VMAX_ENTRIES)) {
+            sl_xml_fail(&v->xml, "%s", "too many components");
+            return;
+        }
+        v->c[v->nc++] = (vcomp){ sl_xstrdup(g), sl_xstrdup(n), sl_xstrdup(ver) };
+        v->in_comp = true;
+    } else if (!strcmp(name, "artifact") && v->in_comp) {
+        const char *f = xml_att(atts, "name");
+        if (!f || !coord_ok(f, false)) {
+            char shown[128];
+            sl_display_untrusted(f ? f : "", f ? strlen(f) : 0, shown, sizeof shown, SL_DISPLAY_QMARK);
+            sl_xml_fail(&v->xml, "artifact '%s' cannot be part of a URL path", shown);
+            return;
+        }
+        if (!sl_grow(&v->a, &v->capa, v->na, sizeof *v->a, VMAX_ENTRIES)) {
+            sl_xml_fail(&v->xml, "%s", "too many artifacts");
+            return;
+        }
+        v->a[v->na++] = (vart){ .comp = v->nc - 1, .file = sl_xstrdup(f) };
+        v->in_art = true;
+    } else if (v->in_art && !strcmp(name, "also-trust") && v->alg) {
+        v_digest(v, xml_att(atts, "value"));
+    } else if (v->in_art && (!strcmp(name, "sha1") || !strcmp(name, "md5"))) {
+        v->a[v->na - 1].weak = true;
+    } else if (!strcmp(name, "verify-metadata") || !strcmp(name, "verify-signatures")) {
+        v->flag = name[7] == 'm' ? 1 : 2;
+        v->textn = 0;
+    } else if (v->in_art) {
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(name, algs[k])) {
+                v->alg = algs[k];
+                v_digest(v, xml_att(atts, "value"));
+            }
+    }
+}
+
+static void v_end(void *ud, const char *name)
+{
+    verif *v = ud;
+    if (!strcmp(name, "component")) {
+        v->in_comp = false;
+    } else if (!strcmp(name, "artifact")) {
+        v->in_art = false;
+    } else if (!strncmp(name, "sha", 3)) {
+        v->alg = NULL;
+    } else if (v->flag) {
+        size_t s = 0, e = v->textn;
+        while (s < e && strchr(" \t\r\n", v->text[s]))
+            s++;
+        while (e > s && strchr(" \t\r\n", v->text[e - 1]))
+            e--;
+        bool on = e - s == 4 && !memcmp(v->text + s, "true", 4);
+        if (!on && !(e - s == 5 && !memcmp(v->text + s, "false", 5)))
+            sl_xml_fail(&v->xml, "%s: expected true or false", name);
+        if (v->flag == 1)
+            v->verify_metadata = on;
+        else
+            v->verify_signatures = on;
+        v->flag = 0;
+    }
+}
+
+static void v_text(void *ud, const char *t, int len)
+{
+    verif *v = ud;
+    if (!v->flag)
+        return;
+    for (int i = 0; i < len; i++) {
+        if (v->textn + 1 >= sizeof v->text) {
+            v->textn = sizeof v->text - 1;      /* too long for "false": refused at the end */
+            v->text[0] = 'x';
+            return;
+        }
+        v->text[v->textn++] = t[i];
+    }
+}
+
+/* The build root's gradle/verification-metadata.xml into an->verif (NULL
+ * if there is none). */
+static bool load_verif(analysis *an)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "%sgradle/verification-metadata.xml", an->root_rel);
+    size_t len;
+    const char *path;
+    bool failed;
+    const char *data = get_file(an, rel, &len, &path, &failed);
+    if (failed)
+        return false;
+    if (!data)
+        return true;
+    verif *v = calloc(1, sizeof *v);
+    if (!v)
+        return an_fail(an, path, 0, "%s", "out of memory");
+    v->path = path;
+    v->verify_metadata = true;
+    static const sl_xml_handlers h = { .start = v_start, .end = v_end, .text = v_text };
+    if (!sl_xml_parse(&v->xml, path, data, len, &h, v, an->err)) {
+        verif_free(v);
+        return false;
+    }
+    an->verif = v;
+    return true;
+}
+
+/* A rule (digests, or none with a note) or, with `why`, a fallback, for
+ * the verification file and the script that declared the repository. */
+static bool pin2(analysis *an, const char *host, size_t hlen, int port, const char *path,
+                 const char *const *digests, size_t nd, const char *note, const char *why, const char *file,
+                 int line)
+{
+    char msg[400];
+    const char *files[2] = { an->verif->path, file };
+    for (int k = 0; k < 2; k++) {
+        bool ok = why ? sl_derived_add_fallback(an->out, host, hlen, port, path, strlen(path), files[k], why, msg,
+                                                sizeof msg)
+                      : sl_derived_add_rule(an->out, host, hlen, port, path, strlen(path), digests, nd, files[k],
+                                            note, msg, sizeof msg);
+        if (!ok)
+            return an_fail(an, file, line, "%s", msg);
+    }
+    return true;
+}
+
+/* Every listed file on one repository: `base` is its path with a trailing
+ * '/' (Maven layout, group dots as slashes), or NULL for the portal's
+ * redirect target (/<group>/<name>/<version>/<hash>/<file>). */
+static bool pin_repo(analysis *an, const char *host, size_t hlen, int port, const char *base, const char *file,
+                     int line)
+{
+    const verif *v = an->verif;
+    char dir[VPATH_MAX], path[VPATH_MAX + 1024];
+    for (size_t ci = 0, ai = 0; ci < v->nc; ci++) {
+        const vcomp *c = &v->c[ci];
+        if (base) {
+            size_t k = (size_t)snprintf(dir, sizeof dir, "%s", base);
+            for (const char *g = c->group; *g && k + 1 < sizeof dir; g++)
+                dir[k++] = *g == '.' ? '/' : *g;
+            dir[k < sizeof dir ? k : sizeof dir - 1] = '\0';
+            if ((size_t)snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/%s/%s/", c->name, c->version) >=
+                sizeof dir - strlen(dir))
+                return an_fail(an, an->verif->path, 0, "%s", "an artifact's URL is too long");
+        } else {
+            snprintf(dir, sizeof dir, "/%s/%s/%s/*/", c->group, c->name, c->version);
+        }
+        /* What Gradle reads that the file does not list. */
+        if (!v->verify_metadata) {
+            static const char *const ext[] = { "pom", "module" };
+            for (int k = 0; k < 2; k++) {
+                snprintf(path, sizeof path, "%s%s-%s.%s", dir, c->name, c->version, ext[k]);
+                if (!pin2(an, host, hlen, port, path, NULL, 0, "metadata: verify-metadata is false", NULL, file,
+                          line))
+                    return false;
+            }
+        }
+        size_t vl = strlen(c->version);
+        if (base && vl > 9 && !strcmp(c->version + vl - 9, "-SNAPSHOT")) {
+            snprintf(path, sizeof path, "%smaven-metadata.xml", dir);
+            if (!pin2(an, host, hlen, port, path, NULL, 0, "snapshot metadata", NULL, file, line))
+                return false;
+        }
+        for (; ai < v->na && v->a[ai].comp == ci; ai++) {
+            const vart *a = &v->a[ai];
+            snprintf(path, sizeof path, "%s%s", dir, a->file);
+            const char *why = a->nd ? NULL : a->weak ? "only SHA-1/MD5 in verification-metadata.xml"
+                                                     : "no checksum in verification-metadata.xml";
+            if (!pin2(an, host, hlen, port, path, (const char *const *)a->sri, a->nd, NULL, why, file, line))
+                return false;
+            if (v->verify_signatures) {
+                snprintf(path, sizeof path, "%s%s.asc", dir, a->file);
+                if (!pin2(an, host, hlen, port, path, NULL, 0, "signature: verify-signatures is true", NULL, file,
+                          line))
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* The plugin portal answers with a redirect to plugins-artifacts.gradle.org
+ * (plugins) or to Maven Central (everything else). */
+static bool pin_portal(analysis *an, const char *file, int line)
+{
+    return pin_repo(an, "plugins.gradle.org", 18, 443, "/m2/", file, line) &&
+           pin_repo(an, "plugins-artifacts.gradle.org", 28, 443, NULL, file, line) &&
+           pin_repo(an, "repo.maven.apache.org", 21, 443, "/maven2/", file, line);
+}
+
+static bool emit_pins(analysis *an, const decl *d)
+{
+    switch (d->kind) {
+    case RK_CENTRAL:
+        return pin_repo(an, "repo.maven.apache.org", 21, 443, "/maven2/", d->file, d->line);
+    case RK_GOOGLE:
+        return pin_repo(an, "dl.google.com", 13, 443, "/dl/android/maven2/", d->file, d->line);
+    case RK_PORTAL:
+        return pin_portal(an, d->file, d->line);
+    case RK_JCENTER:
+        return pin_repo(an, "jcenter.bintray.com", 19, 443, "/", d->file, d->line);
+    case RK_URL:
+        break;
+    }
+    if (d->ivy || d->partial) {
+        an->why = d->ivy ? "an ivy repository: its layout is its own" : "its URL is known only when Gradle runs";
+        bool ok = emit(an, d);
+        an->why = NULL;
+        return ok;
+    }
+    char msg[256];
+    sl_derived *probe = sl_derived_new();     /* the URL checked as emit() checks it */
+    int r = sl_derived_add_url(probe, d->url, strlen(d->url), d->file, msg, sizeof msg);
+    sl_derived_free(probe);
+    if (r < 0)
+        return an_fail(an, d->file, d->line, "%s", msg);
+    sl_url u;
+    if (r == 0 || !sl_url_parse(d->url, strlen(d->url), &u))
+        return true;
+    if (u.host_len == 18 && !strncasecmp(u.host, "plugins.gradle.org", 18))
+        return pin_portal(an, d->file, d->line);
+    char base[VPATH_MAX];
+    const char *p = u.path ? u.path : "/";
+    size_t n = u.path ? strcspn(u.path, "?#") : 1;
+    if (n > u.path_len && u.path)
+        n = u.path_len;
+    if (n == 0)
+        p = "/", n = 1;
+    if (n + 2 > sizeof base)
+        return an_fail(an, d->file, d->line, "%s", "repository URL too long");
+    memcpy(base, p, n);
+    if (base[n - 1] != '/')
+        base[n++] = '/';
+    base[n] = '\0';
+    if (sl_path_ambiguous(base, n) || memchr(base, '*', n)) {
+        an->why = "its URL's path cannot be part of a rule";
+        bool ok = emit(an, d);
+        an->why = NULL;
+        return ok;
+    }
+    return pin_repo(an, u.host, u.host_len, u.port, base, d->file, d->line);
+}
+
+/* The wrapper's distribution, pinned by distributionSha256Sum (the SHA-256
+ * of the zip, which the wrapper checks too), on services.gradle.org also at
+ * the same path on downloads.gradle.org, where it redirects. */
+static bool wrapper_pins(analysis *an, const char *data, size_t len, const char *url, const char *path, int line)
+{
+    char msg[256], sum[160], sri[SL_SRI_MAX];
+    int sline = sl_javaprops_get(data, len, "distributionSha256Sum", sum, sizeof sum);
+    if (sline && !sl_sri_from_hex("sha256", 6, sum, strlen(sum), sri))
+        return an_fail(an, path, sline, "%s", "distributionSha256Sum is not a SHA-256 in hex");
+    const char *d[1] = { sri };
+    const char *why = "no distributionSha256Sum in gradle-wrapper.properties";
+    sl_url w;
+    if (sline && sl_url_parse(url, strlen(url), &w) && w.port > 0 && is_plain(an, w.host, w.host_len, w.port)) {
+        sline = 0;        /* a rule there would leave the build's repositories on that host nothing */
+        why = "its host also has repositories that are not pinned, which a rule would shadow";
+    }
+    int r = sline ? sl_derived_add_rule_url(an->out, url, strlen(url), d, 1, path, "Gradle distribution", msg,
+                                            sizeof msg)
+                  : sl_derived_add_fallback_url(an->out, url, strlen(url), path, why, msg, sizeof msg);
+    if (r < 0)
+        return an_fail(an, path, line, "%s", msg);
+    sl_url u;
+    if (r == 0 || !sl_url_parse(url, strlen(url), &u) || u.host_len != 19 ||
+        strncasecmp(u.host, "services.gradle.org", 19) != 0)
+        return true;
+    size_t n = u.path ? strcspn(u.path, "?#") : 0;
+    if (u.path && n > u.path_len)
+        n = u.path_len;
+    const char *p = n ? u.path : "/";
+    n = n ? n : 1;
+    bool ok = sline ? sl_derived_add_rule(an->out, "downloads.gradle.org", 20, 443, p, n, d, 1, path,
+                                          "Gradle distribution", msg, sizeof msg)
+                    : sl_derived_add_fallback(an->out, "downloads.gradle.org", 20, 443, p, n, path, why, msg,
+                                              sizeof msg);
+    return ok || an_fail(an, path, line, "%s", msg);
 }
 
 /* gradle/wrapper/gradle-wrapper.properties: ./gradlew downloads Gradle. */
@@ -1221,6 +1684,8 @@ static bool wrapper(analysis *an)
     if (!line)
         return an_fail(an, path, 0, "%s", "no distributionUrl");
     char msg[256];
+    if (an->pins)
+        return wrapper_pins(an, data, len, url, path, line);
     int r = sl_derived_add_url(an->out, url, strlen(url), path, msg, sizeof msg);
     if (r < 0)
         return an_fail(an, path, line, "%s", msg);
@@ -1246,6 +1711,7 @@ static bool root_props(analysis *an)
             const char *path;
             bool failed;
             if (get_file(an, f, &len, &path, &failed)) {
+                snprintf(an->root_rel, sizeof an->root_rel, "%s", rel);
                 snprintf(f, sizeof f, "%sgradle.properties", rel);
                 an->props[1] = get_file(an, f, &an->props_len[1], &path, &failed);
                 return !failed;
@@ -1307,6 +1773,11 @@ static bool analyse(analysis *an)
         for (int k = 0; k < an->np; k++)
             an->p[k].deps = true;
 
+    if (an->pins && !load_verif(an))
+        return false;
+    /* Without the verification file there is nothing to pin: host entries. */
+    an->why = an->pins && !an->verif ? "no gradle/verification-metadata.xml: no digests to pin" : NULL;
+
     /* Which classes of repositories are used. */
     bool any_deps = false, settings_used = false;
     const char *plugin_file = NULL;
@@ -1337,12 +1808,13 @@ static bool analyse(analysis *an)
             used = !an->settings_wins && (d->all ? any_deps : an->p[d->proj].deps);
             break;
         }
-        if (used && !emit(an, d))
+        if (used && !(an->verif ? emit_pins(an, d) : emit(an, d)))
             return false;
     }
     /* Plugins resolve from gradlePluginPortal() unless pluginManagement says
      * otherwise; the default belongs to the root of a build. */
-    if (plugin_file && !plugin_repos && an->is_root && !add_portal(an, plugin_file, 0))
+    if (plugin_file && !plugin_repos && an->is_root &&
+        !(an->verif ? pin_portal(an, plugin_file, 0) : add_portal(an, plugin_file, 0)))
         return false;
     return wrapper(an);
 }
@@ -1363,7 +1835,12 @@ static bool gradle_read(const char *path, const char *data, size_t len, sl_proje
     an->proj = proj;
     an->out = out;
     an->err = err;
+    an->pins = sl_derived_pins(out);
     bool ok = analyse(an);
+    verif_free(an->verif);
+    for (size_t i = 0; i < an->nplain; i++)
+        free(an->plain[i]);
+    free(an->plain);
     for (int i = 0; i < an->nd; i++)
         free(an->d[i].url);
     free(an->d);

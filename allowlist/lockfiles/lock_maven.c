@@ -20,6 +20,11 @@
  * known only where Maven runs, and the POM is refused with its line rather
  * than guessed.
  *
+ * With --pins nothing can be pinned (PINS.md "the rest"): Maven has no
+ * lockfile, so nothing names an artifact's digest; the host entries say so.
+ * (Not even the wrapper's distributionSha256Sum: a rule for it on Maven
+ * Central would shadow the host entry the build itself needs there.)
+ *
  * Not modelled (LOCKFILES.md §4): ~/.m2/settings.xml and .mvn/maven.config
  * (mirrors, extra repositories), properties inherited from a parent POM,
  * MVNW_REPOURL, and repositories declared by the parent POM when it is read
@@ -355,11 +360,28 @@ static bool expand(const pom *p, const char *s, char *out, size_t cap, size_t *k
     return true;
 }
 
+#define PINS_WHY "Maven has no lockfile: no digests to pin"
+
+/* A URL's host entry; with pins a fallback saying why (for the host alone:
+ * a repository URL is a prefix, not a path a rule could name). */
+static int add_url_entry(sl_derived *out, const char *url, const char *file, char *msg, size_t cap)
+{
+    if (!sl_derived_pins(out))
+        return sl_derived_add_url(out, url, strlen(url), file, msg, cap);
+    sl_derived *probe = sl_derived_new();     /* the same checks, the same messages */
+    int r = sl_derived_add_url(probe, url, strlen(url), file, msg, cap);
+    sl_derived_free(probe);
+    sl_url u;
+    if (r <= 0 || !sl_url_parse(url, strlen(url), &u))
+        return r;
+    return sl_derived_add_fallback(out, u.host, u.host_len, u.port, NULL, 0, file, PINS_WHY, msg, cap) ? 1 : -1;
+}
+
 static bool add_url(const char *url, const char *file, int line, const char *what,
                     sl_derived *out, sl_lockerr *err)
 {
     char msg[256];
-    if (sl_derived_add_url(out, url, strlen(url), file, msg, sizeof msg) < 0) {
+    if (add_url_entry(out, url, file, msg, sizeof msg) < 0) {
         sl_lockerr_set(err, file, line, "%s: %s", what, msg);
         return false;
     }
@@ -369,7 +391,9 @@ static bool add_url(const char *url, const char *file, int line, const char *wha
 static bool add_central(const char *file, sl_derived *out, sl_lockerr *err)
 {
     char msg[256];
-    if (!sl_derived_add(out, CENTRAL_HOST, strlen(CENTRAL_HOST), 443, file, msg, sizeof msg)) {
+    if (!(sl_derived_pins(out) ? sl_derived_add_fallback(out, CENTRAL_HOST, strlen(CENTRAL_HOST), 443, NULL, 0, file,
+                                                         PINS_WHY, msg, sizeof msg)
+                               : sl_derived_add(out, CENTRAL_HOST, strlen(CENTRAL_HOST), 443, file, msg, sizeof msg))) {
         sl_lockerr_set(err, file, 0, "%s", msg);
         return false;
     }

@@ -25,6 +25,11 @@ typedef struct npm_ctx {
     sl_derived *out;
     sl_lockerr *err;
     bool old;                      /* lockfileVersion 1 */
+    bool pins;                     /* --pins: rules, and fallbacks for what cannot be pinned */
+    sl_npm_pins p;
+    sl_url reg;                    /* --pins: the configured registry, parsed once */
+    size_t reg_path_len;           /* its path without trailing '/' */
+    bool reg_ok;
 } npm_ctx;
 
 /* hosted-git-info's hosts and where pacote gets their tarballs */
@@ -32,14 +37,18 @@ typedef struct hosted {
     const char *domain;
     const char *shortcut;
     const char *tarball_host;
+    /* --pins: the tarball's path (tarballtemplate) from user, project and
+     * commit; NULL where it is not "/user/project/..." (gist) or holds an
+     * encoded '/' (GitLab's API path), which no rule can name */
+    const char *tarball_path;
 } hosted;
 
 static const hosted HOSTED[] = {
-    { "github.com", "github:", "codeload.github.com" },
-    { "gist.github.com", "gist:", "codeload.github.com" },
-    { "gitlab.com", "gitlab:", "gitlab.com" },
-    { "bitbucket.org", "bitbucket:", "bitbucket.org" },
-    { "git.sr.ht", "sourcehut:", "git.sr.ht" },
+    { "github.com", "github:", "codeload.github.com", "/%.*s/%.*s/tar.gz/%.*s" },
+    { "gist.github.com", "gist:", "codeload.github.com", NULL },
+    { "gitlab.com", "gitlab:", "gitlab.com", NULL },
+    { "bitbucket.org", "bitbucket:", "bitbucket.org", "/%.*s/%.*s/get/%.*s.tar.gz" },
+    { "git.sr.ht", "sourcehut:", "git.sr.ht", "/%.*s/%.*s/archive/%.*s.tar.gz" },
 };
 
 static bool starts(const char *s, size_t len, const char *prefix)
@@ -152,6 +161,166 @@ static bool add_resolved(npm_ctx *x, const char *s, size_t len, int line)
     return sl_npm_add_url(x->out, s, len, x->path, NULL, line, x->err) >= 0;
 }
 
+/* ======================= --pins ======================================= */
+
+static const char WHY_GIT[] = "a git dependency: the lockfile has no digest of its tarball";
+static const char WHY_CLONE[] = "a git dependency, cloned: nothing to pin";
+static const char NOTE_V1[] = "packument: npm 7+ reads it to upgrade a lockfileVersion 1";
+static const char NOTE_NO_RESOLVED[] = "packument: the entry has no resolved, npm looks its tarball up";
+
+/* A segment of a tarball path written as is: a user, project or commit. */
+static bool plain_segment(const char *s, size_t n)
+{
+    if (n == 0 || n > 200 || s[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+              ch == '-' || ch == '_' || ch == '~'))
+            return false;
+    }
+    return true;
+}
+
+/* A hosted git dependency ("github:o/r#c", "git+ssh://git@github.com/o/r.git#c"):
+ * pacote fetches the host's tarball of the commit, which the lockfile has
+ * no digest of. Its path, where a rule can name it, lets the fallback be an
+ * unpinned rule for exactly that archive when the host has rules. */
+static bool pin_hosted(npm_ctx *x, const hosted *h, const char *s, size_t len, const sl_url *u, int line)
+{
+    const char *hash = memchr(s, '#', len);
+    const char *commit = hash ? hash + 1 : s + len;
+    size_t clen = (size_t)(s + len - commit);
+    if (clen == 0)
+        return sl_npm_pin_fallback_host(&x->p, h->domain, strlen(h->domain), 443, NULL,
+                                        "a git dependency without a commit: its host is asked for one", line) &&
+               sl_npm_pin_fallback_host(&x->p, h->tarball_host, strlen(h->tarball_host), 443, NULL, WHY_GIT, line);
+    const char *repo;
+    size_t rlen;
+    if (u) {
+        repo = u->path;
+        rlen = u->path_len;
+    } else {
+        repo = s + strlen(h->shortcut);
+        rlen = (size_t)((hash ? hash : s + len) - repo);
+    }
+    if (rlen && repo[0] == '/') {
+        repo++;
+        rlen--;
+    }
+    if (rlen > 4 && !memcmp(repo + rlen - 4, ".git", 4))
+        rlen -= 4;
+    const char *slash = memchr(repo, '/', rlen);
+    size_t ulen = slash ? (size_t)(slash - repo) : 0, plen = slash ? rlen - ulen - 1 : 0;
+    if (h->tarball_path && slash && plain_segment(repo, ulen) && plain_segment(slash + 1, plen) &&
+        plain_segment(commit, clen)) {
+        char url[800];
+        int n = snprintf(url, sizeof url, "https://%s", h->tarball_host);
+        snprintf(url + n, sizeof url - (size_t)n, h->tarball_path, (int)ulen, repo, (int)plen, slash + 1, (int)clen,
+                 commit);
+        return sl_npm_pin_fallback(&x->p, url, strlen(url), true, NULL, WHY_GIT, line) >= 0;
+    }
+    return sl_npm_pin_fallback_host(&x->p, h->tarball_host, strlen(h->tarball_host), 443, NULL, WHY_GIT, line);
+}
+
+/* The fallback for what a registry serves when no path can be written for it. */
+static bool pin_registry_host(npm_ctx *x, const char *reg, const char *file, const char *why, int line)
+{
+    sl_url r;
+    if (!sl_url_parse(reg, strlen(reg), &r) || r.port < 0) {
+        sl_lockerr_set(x->err, file ? file : x->path, 0, "registry '%s' is not a URL", reg);
+        return false;
+    }
+    return sl_npm_pin_fallback_host(&x->p, r.host, r.host_len, r.port, file, why, line);
+}
+
+/* Whether the registry rewrite leaves u where it is: the default, where
+ * the registry is registry.npmjs.org itself, for nearly every package of a
+ * lockfile (the URL is then used as written, not rebuilt). */
+static bool rewrite_keeps(const npm_ctx *x, const sl_url *u)
+{
+    const sl_url *r = &x->reg;
+    if (!x->reg_ok || sl_npmcfg_replace_prefix(x->cfg) || strcmp(r->scheme, u->scheme) || r->port != u->port ||
+        r->host_len != u->host_len || strncasecmp(r->host, u->host, u->host_len))
+        return false;
+    size_t pl = x->reg_path_len;
+    return pl == 0 || (u->path_len >= pl && !memcmp(u->path, r->path, pl) && (u->path_len == pl || u->path[pl] == '/'));
+}
+
+/* A `resolved` value (or a v1 git dependency's `version`) with its integrity. */
+static bool pin_resolved(npm_ctx *x, const char *s, size_t len, const char *sri, size_t sri_len, int line)
+{
+    const hosted *h = hosted_by_shortcut(s, len);
+    sl_url u;
+    bool is_url = !h && sl_url_parse(s, len, &u);
+    if (!h && !is_url)
+        return true;                               /* a local path (R5) */
+    bool web = is_url && (!strcmp(u.scheme, "https") || !strcmp(u.scheme, "http"));
+    const char *repl_file;
+    if (sl_npmcfg_replaces(x->cfg, is_url ? &u : NULL, &repl_file)) {
+        /* the URL npm fetches instead (reify's #registryResolved) */
+        const char *reg_file;
+        const char *reg = sl_npmcfg_registry(x->cfg, "", 0, &reg_file);
+        const char *cfgfile = reg_file ? reg_file : repl_file;
+        if (web && rewrite_keeps(x, &u))
+            return sl_npm_pin_tarball(&x->p, s, len, sri, sri_len, cfgfile, line) >= 0;
+        char *url = web ? sl_npm_registry_rewrite(reg, &u, sl_npmcfg_replace_prefix(x->cfg)) : NULL;
+        bool ok = url ? sl_npm_pin_tarball(&x->p, url, strlen(url), sri, sri_len, cfgfile, line) >= 0
+                      : pin_registry_host(x, reg, cfgfile,
+                                          "replace-registry-host sends a resolved value that is not a tarball URL "
+                                          "to the registry: no path to pin", line);
+        free(url);
+        return ok;
+    }
+    if (h)
+        return pin_hosted(x, h, s, len, NULL, line);
+    if (u.port < 0) {
+        sl_lockerr_set(x->err, x->path, line, "no valid port in resolved URL");
+        return false;
+    }
+    bool gitish = !strncmp(u.scheme, "git", 3) || !strcmp(u.scheme, "ssh") || u.scp_style;
+    const hosted *hh = hosted_by_host(u.host, u.host_len);
+    if (hh && (gitish || (web && two_segments(&u))))
+        return pin_hosted(x, hh, s, len, &u, line);
+    if (gitish)
+        return sl_npm_pin_fallback(&x->p, s, len, false, NULL, WHY_CLONE, line) >= 0;
+    return sl_npm_pin_tarball(&x->p, s, len, sri, sri_len, NULL, line) >= 0;
+}
+
+/* The packument of name on the registry for its scope (pacote's
+ * packumentUrl). A scoped one is a path no rule can allow: the pre-pass
+ * (block_*) has made its host a fallback already. */
+static bool pin_packument(npm_ctx *x, const char *name, size_t nlen, const char *note, int line)
+{
+    const char *file;
+    const char *reg = sl_npmcfg_registry(x->cfg, name, nlen, &file);
+    char *url = sl_npm_packument_url(reg, name, nlen);
+    if (!url)
+        return pin_registry_host(x, reg, file, "a package name that cannot be written in a rule's path", line);
+    int r = sl_npm_pin_metadata(&x->p, url, strlen(url), file, note, line);
+    free(url);
+    return r >= 0;
+}
+
+/* A registry package npm installs by name and version, an entry without
+ * `resolved` (npm/cli#4263): pacote reads its packument, then fetches the
+ * tarball the packument names, at the registry's own layout. */
+static bool pin_by_name(npm_ctx *x, const char *name, size_t nlen, const char *ver, size_t vlen, const char *sri,
+                        size_t sri_len, int line)
+{
+    if (!pin_packument(x, name, nlen, NOTE_NO_RESOLVED, line))
+        return false;
+    const char *file;
+    const char *reg = sl_npmcfg_registry(x->cfg, name, nlen, &file);
+    char *url = sl_npm_tarball_url(reg, name, nlen, ver, vlen);
+    if (!url)
+        return pin_registry_host(x, reg, file, "a tarball whose URL cannot be written from its name and version",
+                                 line);
+    int r = sl_npm_pin_tarball(&x->p, url, strlen(url), sri, sri_len, file, line);
+    free(url);
+    return r >= 0;
+}
+
 static bool is_true(json_t *o, const char *key)
 {
     return json_is_true(json_object_get(o, key));
@@ -174,6 +343,40 @@ static bool string_field(npm_ctx *x, json_t *o, const char *key, const char *whe
     return true;
 }
 
+/* "node_modules/a/node_modules/@s/b" -> "@s/b" */
+static const char *key_basename(const char *key)
+{
+    const char *last = key;
+    for (const char *p = key; (p = strstr(p, "node_modules/")); p += 13)
+        last = p + 13;
+    return last;
+}
+
+/* A version npm fetches from a registry: a semver version or an
+ * "npm:real@1.0.0" alias, not a "file:" path or another spec's URL. */
+static bool registry_version(const char *version, size_t vlen)
+{
+    return !starts(version, vlen, "file:") && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:"));
+}
+
+/* The real name and version of an "npm:real@1.0.0" alias; otherwise the
+ * name and version as they are. */
+static void alias_parts(const char *name, size_t nlen, const char *version, size_t vlen, const char **real,
+                        size_t *real_len, const char **rver, size_t *rvlen)
+{
+    *real = name;
+    *real_len = nlen;
+    *rver = version;
+    *rvlen = vlen;
+    if (!starts(version, vlen, "npm:"))
+        return;
+    *real = version + 4;
+    const char *at = vlen > 5 ? memchr(*real + 1, '@', vlen - 5) : NULL;
+    *real_len = at ? (size_t)(at - *real) : vlen - 4;
+    *rver = at ? at + 1 : version + vlen;
+    *rvlen = at ? (size_t)(version + vlen - at - 1) : 0;
+}
+
 /* lockfileVersion 2 and 3: "packages", keyed by install location. */
 static bool read_package(npm_ctx *x, const char *key, json_t *v)
 {
@@ -191,28 +394,116 @@ static bool read_package(npm_ctx *x, const char *key, json_t *v)
     if (is_true(v, "link") || is_true(v, "inBundle"))
         return true;
 
-    const char *resolved, *version, *name;
-    size_t rlen, vlen, nlen;
+    const char *resolved, *version, *name, *sri = NULL;
+    size_t rlen, vlen, nlen, sri_len = 0;
     if (!string_field(x, v, "resolved", key, &resolved, &rlen) ||
         !string_field(x, v, "version", key, &version, &vlen) ||
-        !string_field(x, v, "name", key, &name, &nlen))
+        !string_field(x, v, "name", key, &name, &nlen) ||
+        (x->pins && !string_field(x, v, "integrity", key, &sri, &sri_len)))
         return false;
     if (resolved && rlen)
-        return add_resolved(x, resolved, rlen, 0);
+        return x->pins ? pin_resolved(x, resolved, rlen, sri, sri_len, 0) : add_resolved(x, resolved, rlen, 0);
     if (!version || starts(version, vlen, "file:"))
         return true;                               /* npm cannot fetch it either */
     if (memchr(version, ':', vlen) && !starts(version, vlen, "npm:"))
-        return add_resolved(x, version, vlen, 0);
+        return x->pins ? pin_resolved(x, version, vlen, NULL, 0, 0) : add_resolved(x, version, vlen, 0);
     /* No `resolved` (npm/cli#4263): fetched as name@version from the
      * registry for its scope. */
     if (!name) {
-        const char *last = key;
-        for (const char *p = key; (p = strstr(p, "node_modules/")); p += 13)
-            last = p + 13;
-        name = last;
-        nlen = strlen(last);
+        name = key_basename(key);
+        nlen = strlen(name);
+    }
+    if (x->pins) {
+        const char *real, *ver;
+        size_t real_len, ver_len;
+        alias_parts(name, nlen, version, vlen, &real, &real_len, &ver, &ver_len);
+        return pin_by_name(x, real, real_len, ver, ver_len, sri, sri_len, 0);
     }
     return sl_npm_add_registry(x->out, x->cfg, name, nlen, x->path, 0, x->err);
+}
+
+/* --pins, before anything is added: the hosts that must serve a scoped
+ * packument for this lockfile (sl_npm_pins_block_scoped). In v2 and v3
+ * only an entry without `resolved` makes npm read a packument. */
+static void block_packages(npm_ctx *x, json_t *packages)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(packages, key, v) {
+        const char *nm = strstr(key, "node_modules/");
+        if (!*key || !json_is_object(v) || !nm || (nm != key && nm[-1] != '/') || is_true(v, "link") ||
+            is_true(v, "inBundle"))
+            continue;
+        json_t *r = json_object_get(v, "resolved"), *ver = json_object_get(v, "version"),
+               *nj = json_object_get(v, "name");
+        if ((json_is_string(r) && json_string_length(r)) || !json_is_string(ver))
+            continue;
+        const char *version = json_string_value(ver);
+        size_t vlen = json_string_length(ver);
+        if (!registry_version(version, vlen))
+            continue;
+        const char *name = json_is_string(nj) ? json_string_value(nj) : key_basename(key);
+        const char *real, *rver;
+        size_t real_len, rvlen;
+        alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
+        const char *file;
+        const char *reg = sl_npmcfg_registry(x->cfg, real, real_len, &file);
+        sl_npm_pins_block_scoped(&x->p, reg, real, real_len, "npm");
+    }
+}
+
+/* The same for v1, where npm 7+ reads the packument of every registry
+ * package, bundled ones too, to upgrade the lockfile. */
+static void block_v1(npm_ctx *x, json_t *deps)
+{
+    const char *name;
+    json_t *v;
+    if (!json_is_object(deps))
+        return;
+    json_object_foreach(deps, name, v) {
+        if (!json_is_object(v))
+            continue;
+        json_t *ver = json_object_get(v, "version");
+        if (json_is_string(ver)) {
+            const char *version = json_string_value(ver);
+            size_t vlen = json_string_length(ver);
+            const char *real, *rver;
+            size_t real_len, rvlen;
+            alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
+            if (registry_version(version, vlen)) {
+                const char *file;
+                const char *reg = sl_npmcfg_registry(x->cfg, real, real_len, &file);
+                sl_npm_pins_block_scoped(&x->p, reg, real, real_len, "npm");
+            }
+        }
+        block_v1(x, json_object_get(v, "dependencies"));
+    }
+}
+
+/* --pins, v1: a bundled package and what is bundled under it, fetched in
+ * its parent's tarball; only their packuments are read (build-ideal-tree's
+ * inflate visits every package of the tree). Nothing here is required to
+ * be well-formed: the host-entry output never reads it either. */
+static bool pin_v1_bundled(npm_ctx *x, const char *name, json_t *v)
+{
+    json_t *ver = json_object_get(v, "version");
+    if (json_is_string(ver)) {
+        const char *version = json_string_value(ver);
+        size_t vlen = json_string_length(ver);
+        const char *real, *rver;
+        size_t real_len, rvlen;
+        alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
+        if (registry_version(version, vlen) && !pin_packument(x, real, real_len, NOTE_V1, 0))
+            return false;
+    }
+    json_t *deps = json_object_get(v, "dependencies");
+    const char *sub;
+    json_t *sv;
+    if (json_is_object(deps))
+        json_object_foreach(deps, sub, sv)
+            if (json_is_object(sv) && !pin_v1_bundled(x, sub, sv))
+                return false;
+    return true;
 }
 
 /* lockfileVersion 1: nested "dependencies", keyed by name. */
@@ -231,39 +522,48 @@ static bool read_v1_deps(npm_ctx *x, json_t *deps, const char *where)
                            name);
             return false;
         }
-        if (is_true(v, "bundled"))
-            continue;                              /* inside its parent's tarball */
-        const char *resolved, *version;
-        size_t rlen, vlen;
+        if (is_true(v, "bundled")) {
+            /* inside its parent's tarball; with pins, npm 7+ still reads
+             * its packument to upgrade the lockfile */
+            if (x->pins && x->old && !pin_v1_bundled(x, name, v)) {
+                if (!x->err->line && !strcmp(x->err->file, x->path))
+                    x->err->line = key_line(x, name);
+                return false;
+            }
+            continue;
+        }
+        const char *resolved, *version, *sri = NULL;
+        size_t rlen, vlen, sri_len = 0;
         if (!string_field(x, v, "resolved", name, &resolved, &rlen) ||
-            !string_field(x, v, "version", name, &version, &vlen))
+            !string_field(x, v, "version", name, &version, &vlen) ||
+            (x->pins && !string_field(x, v, "integrity", name, &sri, &sri_len)))
             return false;
         if (!version) {
             sl_lockerr_set(x->err, x->path, key_line(x, name), "dependencies[\"%s\"] has no version",
                            name);
             return false;
         }
-        const char *real = name;                   /* "npm:real@1.0.0" aliases */
-        size_t real_len = strlen(name);
-        if (starts(version, vlen, "npm:")) {
-            real = version + 4;
-            const char *at = vlen > 5 ? memchr(real + 1, '@', vlen - 5) : NULL;
-            real_len = at ? (size_t)(at - real) : vlen - 4;
-        }
+        const char *real, *rver;                   /* "npm:real@1.0.0" aliases */
+        size_t real_len, rvlen;
+        alias_parts(name, strlen(name), version, vlen, &real, &real_len, &rver, &rvlen);
         bool local = starts(version, vlen, "file:");
         bool registry = !local && (!memchr(version, ':', vlen) || starts(version, vlen, "npm:"));
         bool ok = true;
         if (local)
             ok = true;
         else if (resolved && rlen)
-            ok = add_resolved(x, resolved, rlen, 0);
-        else if (!registry)
-            ok = add_resolved(x, version, vlen, 0);   /* git: the version is the URL */
+            ok = x->pins ? pin_resolved(x, resolved, rlen, sri, sri_len, 0) : add_resolved(x, resolved, rlen, 0);
+        else if (!registry)                        /* git: the version is the URL */
+            ok = x->pins ? pin_resolved(x, version, vlen, NULL, 0, 0) : add_resolved(x, version, vlen, 0);
+        else if (x->pins)
+            ok = pin_by_name(x, real, real_len, rver, rvlen, sri, sri_len, 0);
         else
             ok = sl_npm_add_registry(x->out, x->cfg, real, real_len, x->path, 0, x->err);
-        /* npm 7+ upgrades a v1 lockfile with metadata from the registry */
+        /* npm 7+ upgrades a v1 lockfile with metadata from the registry,
+         * for every package it has (build-ideal-tree's inflate) */
         if (ok && registry && x->old)
-            ok = sl_npm_add_registry(x->out, x->cfg, real, real_len, x->path, 0, x->err);
+            ok = x->pins ? pin_packument(x, real, real_len, NOTE_V1, 0)
+                         : sl_npm_add_registry(x->out, x->cfg, real, real_len, x->path, 0, x->err);
         if (!ok) {
             if (!x->err->line && !strcmp(x->err->file, x->path))
                 x->err->line = key_line(x, name);
@@ -304,7 +604,8 @@ static bool read_npm(const char *path, const char *data, size_t len, sl_project 
             sl_lockerr_set(err, path, jerr.line > 0 ? jerr.line : 0, "invalid JSON: %s", jerr.text);
         return false;
     }
-    npm_ctx x = { .path = path, .data = data, .len = len, .out = out, .err = err };
+    npm_ctx x = { .path = path, .data = data, .len = len, .out = out, .err = err, .pins = sl_derived_pins(out) };
+    sl_npm_pins_init(&x.p, out, path, err);
     bool ok = false;
     json_t *ver = json_object_get(root, "lockfileVersion");
     if (!json_is_object(root) || !json_is_integer(ver) || json_integer_value(ver) < 1) {
@@ -317,12 +618,23 @@ static bool read_npm(const char *path, const char *data, size_t len, sl_project 
     if (!sl_npmcfg_load_npmrc(x.cfg, proj, err))
         goto done;
 
+    if (x.pins) {
+        const char *reg_file;
+        const char *reg = sl_npmcfg_registry(x.cfg, "", 0, &reg_file);
+        x.reg_ok = sl_url_parse(reg, strlen(reg), &x.reg) && x.reg.port >= 0 && !x.reg.scp_style;
+        x.reg_path_len = x.reg_ok ? x.reg.path_len : 0;
+        while (x.reg_path_len && x.reg.path[x.reg_path_len - 1] == '/')
+            x.reg_path_len--;
+    }
+
     json_t *packages = json_object_get(root, "packages");
     if (packages) {
         if (!json_is_object(packages)) {
             sl_lockerr_set(err, path, key_line(&x, "packages"), "packages is not an object");
             goto done;
         }
+        if (x.pins)
+            block_packages(&x, packages);
         const char *key;
         json_t *v;
         json_object_foreach(packages, key, v) {
@@ -335,11 +647,14 @@ static bool read_npm(const char *path, const char *data, size_t len, sl_project 
         }
     } else {
         json_t *deps = json_object_get(root, "dependencies");
+        if (x.pins && x.old)
+            block_v1(&x, deps);
         if (deps && !read_v1_deps(&x, deps, "dependencies"))
             goto done;
     }
     ok = true;
 done:
+    sl_npm_pins_free(&x.p);
     sl_npmcfg_free(x.cfg);
     json_decref(root);
     return ok;

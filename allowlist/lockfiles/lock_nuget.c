@@ -10,6 +10,10 @@
  * for it is the most specific (LOCKFILES.md §2, NuGet docs "Package Source
  * Mapping"). Folder and UNC sources are local (R5).
  *
+ * With --pins nothing can be pinned (PINS.md "the rest"): a contentHash is
+ * over the package without its signature file, not over the .nupkg that is
+ * downloaded (nuget.org signs every package). The host entries say so.
+ *
  * Not modelled (LOCKFILES.md §4): configs above the project directory and
  * user/machine configs other than the nuget.org default, %VAR% values
  * (a URL whose host is one is refused), blob-storage redirects of Azure
@@ -333,6 +337,26 @@ static bool lock_ids(const char *path, const char *data, size_t len, json_t **ro
     return true;
 }
 
+
+/* A source's host entry; with pins a fallback saying why (for the host
+ * alone: a feed URL is not a path a rule could name). */
+static int add_url_entry(sl_derived *out, const char *url, const char *file, char *msg, size_t cap)
+{
+    if (!sl_derived_pins(out))
+        return sl_derived_add_url(out, url, strlen(url), file, msg, cap);
+    sl_derived *probe = sl_derived_new();     /* the same checks, the same messages */
+    int r = sl_derived_add_url(probe, url, strlen(url), file, msg, cap);
+    sl_derived_free(probe);
+    sl_url u;
+    if (r <= 0 || !sl_url_parse(url, strlen(url), &u))
+        return r;
+    return sl_derived_add_fallback(out, u.host, u.host_len, u.port, NULL, 0, file,
+                                   "contentHash leaves out the package signature: not a digest of the .nupkg",
+                                   msg, cap)
+               ? 1
+               : -1;
+}
+
 static bool nuget_read(const char *path, const char *data, size_t len, sl_project *proj,
                        sl_derived *out, sl_lockerr *err)
 {
@@ -402,9 +426,9 @@ static bool nuget_read(const char *path, const char *data, size_t len, sl_projec
         }
         char msg[256];
         bool config_matters = cpath && (c->src[k].from_config || c->npat > 0);
-        int r = sl_derived_add_url(out, url, strlen(url), path, msg, sizeof msg);
+        int r = add_url_entry(out, url, path, msg, sizeof msg);
         if (r > 0 && config_matters)
-            r = sl_derived_add_url(out, url, strlen(url), cpath, msg, sizeof msg);
+            r = add_url_entry(out, url, cpath, msg, sizeof msg);
         if (r < 0) {
             sl_lockerr_set(err, cpath && c->src[k].from_config ? cpath : path, c->src[k].line,
                            "package source '%.100s': %s", c->src[k].key, msg);

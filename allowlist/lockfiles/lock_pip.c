@@ -18,7 +18,13 @@
  *   URLs only, or of options only, needs no index.
  * Local paths, file: URLs and editable directories add nothing (R5).
  * URLs in constraint files are fetched only for packages that something
- * requires, so they count only when the install has requirements. */
+ * requires, so they count only when the install has requirements.
+ *
+ * With --pins (PINS.md "pip requirements"): for each index and each
+ * requirement by name, the index page pip reads; the files of each `==`
+ * version with --hash, by version on the index's file host, with the
+ * digests; direct URLs pinned to their --hash or #sha256=; what cannot be
+ * pinned as host entries that say why. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +62,24 @@ typedef struct deferred {
     const char *file;
     int line;
     bool vcs;
+    strv digests;                  /* --pins: SRI of its --hash options */
+    bool bad_hash;                 /* a --hash algorithm pip refuses */
 } deferred;
+
+/* --pins: a requirement by name, with what pins its files. */
+typedef struct pinreq {
+    char *name;                    /* as written */
+    char *version;                 /* an exact == (or ===) version; NULL: none */
+    strv digests;                  /* SRI of its --hash options */
+    bool bad_hash;
+    const char *file;              /* the requirements file naming it */
+} pinreq;
+
+/* The --hash options of a requirement line, as SRI. */
+typedef struct hashopts {
+    strv sri;
+    bool bad;                      /* an algorithm pip refuses (md5, sha1...) */
+} hashopts;
 
 /* The search scope pip builds from pip.conf and the requirements files. */
 typedef struct scope {
@@ -73,6 +96,10 @@ typedef struct pipctx {
     scope sc;
     bool needs_index;              /* a requirement resolved by name, or built */
     bool has_requirements;         /* anything at all is installed */
+    bool pins;                     /* --pins: rules, gathered in reqs and builds */
+    bool builds;                   /* an sdist or VCS requirement is built */
+    pinreq *reqs;
+    size_t nreqs, capreqs;
     deferred *defer;
     size_t ndefer, capdefer;
     const char *stack[INCLUDE_DEPTH_MAX + 1];  /* rel paths being read */
@@ -417,11 +444,21 @@ done:
 
 /* ---- requirements files ------------------------------------------------- */
 
-static void add_defer(pipctx *c, const char *url, size_t len, const char *file, int line, bool vcs)
+static void strv_copy(strv *to, const strv *from)
+{
+    for (size_t i = 0; from && i < from->n; i++)
+        strv_push(to, sl_xstrdup(from->v[i]));
+}
+
+static void add_defer(pipctx *c, const char *url, size_t len, const char *file, int line, bool vcs,
+                      const hashopts *h)
 {
     if (c->ndefer == c->capdefer)
         c->defer = sl_xrealloc(c->defer, (c->capdefer = c->capdefer ? c->capdefer * 2 : 4) * sizeof *c->defer);
-    c->defer[c->ndefer++] = (deferred){ .url = sl_xstrndup(url, len), .file = file, .line = line, .vcs = vcs };
+    deferred *d = &c->defer[c->ndefer++];
+    *d = (deferred){ .url = sl_xstrndup(url, len), .file = file, .line = line, .vcs = vcs,
+                     .bad_hash = h && h->bad };
+    strv_copy(&d->digests, h ? &h->sri : NULL);
 }
 
 static bool fail(pipctx *c, const char *file, int line, const char *msg)
@@ -430,29 +467,115 @@ static bool fail(pipctx *c, const char *file, int line, const char *msg)
     return false;
 }
 
+#define WHY_BAD_HASH "not pinned: a --hash algorithm pip refuses (it takes sha256, sha384, sha512)"
+
+/* pip's Link hash: the first "[#&]ALG=VALUE" in the URL (models/link.py
+ * _hash_re), as SRI when ALG is strong; false when there is none or it is
+ * weak (md5, sha1, sha224: nothing to pin). */
+static bool link_hash(const char *u, size_t n, char *sri)
+{
+    static const char *const algs[] = { "sha512", "sha384", "sha256", "sha224", "sha1", "md5" };
+    for (size_t i = 0; i < n; i++) {
+        if (u[i] != '#' && u[i] != '&')
+            continue;
+        for (size_t k = 0; k < sizeof algs / sizeof *algs; k++) {
+            size_t al = strlen(algs[k]);
+            if (i + 1 + al < n && !strncmp(u + i + 1, algs[k], al) && u[i + 1 + al] == '=') {
+                const char *v = u + i + 2 + al, *e = v;
+                while (e < u + n && *e != '&')
+                    e++;
+                return sl_sri_from_hex(algs[k], al, v, (size_t)(e - v), sri);
+            }
+        }
+    }
+    return false;
+}
+
+/* A URL requirement's download: its host (a pinned rule with --pins), and
+ * whether it is built (a VCS URL or an sdist: its build backend comes from
+ * the index). */
+static bool fetch_url(pipctx *c, const char *u, size_t n, bool vcs, const hashopts *h,
+                      const char *file, int line)
+{
+    char msg[512];
+    sl_pyprov prov = { { file } };
+    int r;
+    if (!c->pins) {
+        r = vcs ? sl_pyvcs_add(c->out, u, n, &prov, msg, sizeof msg)
+                : sl_pyurl_add(c->out, u, n, &prov, msg, sizeof msg);
+    } else if (vcs) {
+        r = sl_pyvcs_unpinned(c->out, u, n, &prov, "not pinned: a VCS checkout has no digest to check",
+                              msg, sizeof msg);
+    } else {
+        /* --hash options and the URL's own #sha256= are all good digests
+         * (req_install.py hashes(): "We always OR all hashes together"). */
+        strv dig = { 0 };
+        strv_copy(&dig, &h->sri);
+        char sri[SL_SRI_MAX];
+        if (link_hash(u, n, sri))
+            strv_push(&dig, sl_xstrdup(sri));
+        size_t nd = h->bad ? 0 : dig.n;
+        r = sl_pyurl_pin(c->out, u, n, (const char *const *)dig.v, nd, &prov,
+                         h->bad ? WHY_BAD_HASH : "not pinned: a URL without --hash or #sha256=", msg,
+                         sizeof msg);
+        strv_free(&dig);
+    }
+    if (r < 0)
+        return fail(c, file, line, msg);
+    if (r > 0 && (vcs || !sl_pyurl_is_wheel(u, n)))
+        c->needs_index = c->builds = true;
+    return true;
+}
+
 /* A URL requirement: a VCS URL (built, so the index is needed for its
  * build backend), an archive (a wheel needs nothing more; an sdist is
  * built), or file: (local). */
 static bool url_requirement(pipctx *c, const char *u, size_t n, bool constraint, const char *file,
-                            int line)
+                            int line, const hashopts *h)
 {
     /* "name @ git@host:o/r.git" (scp-style, no scheme) is git too: pip's
      * git backend takes it after a git+ prefix, and so do we without. */
     bool vcs = sl_pyvcs_prefixed(u, n) || (n >= 6 && !strncasecmp(u, "svn://", 6)) ||
                !sl_pyurl_has_scheme(u, n);
     if (constraint) {
-        add_defer(c, u, n, file, line, vcs);
+        add_defer(c, u, n, file, line, vcs, h);
         return true;
     }
-    char msg[512];
-    sl_pyprov prov = { { file } };
-    int r = vcs ? sl_pyvcs_add(c->out, u, n, &prov, msg, sizeof msg)
-                : sl_pyurl_add(c->out, u, n, &prov, msg, sizeof msg);
-    if (r < 0)
-        return fail(c, file, line, msg);
-    if (r > 0 && (vcs || !sl_pyurl_is_wheel(u, n)))
-        c->needs_index = true;
-    return true;
+    return fetch_url(c, u, n, vcs, h, file, line);
+}
+
+/* --pins: "==V" or "===V" (PEP 508 also allows it in parentheses), the
+ * only specifier pip's hash-checking mode accepts (req_install.py
+ * is_pinned); NULL for anything else ("==1.*", ">=1", "==1,!=2"). */
+static char *exact_version(const char *s, size_t n)
+{
+    trim(&s, &n);
+    if (n >= 2 && s[0] == '(' && s[n - 1] == ')') {
+        s++, n -= 2;
+        trim(&s, &n);
+    }
+    size_t i = 0;
+    if (n >= 3 && !strncmp(s, "===", 3))
+        i = 3;
+    else if (n >= 2 && !strncmp(s, "==", 2))
+        i = 2;
+    else
+        return NULL;
+    const char *v = s + i;
+    size_t vl = n - i;
+    trim(&v, &vl);
+    return sl_pyversion_exact(v, vl) ? sl_xstrndup(v, vl) : NULL;
+}
+
+static void add_pinreq(pipctx *c, const char *name, size_t name_len, const char *spec, size_t spec_len,
+                       const hashopts *h, const char *file)
+{
+    if (c->nreqs == c->capreqs)
+        c->reqs = sl_xrealloc(c->reqs, (c->capreqs = c->capreqs ? c->capreqs * 2 : 8) * sizeof *c->reqs);
+    pinreq *p = &c->reqs[c->nreqs++];
+    *p = (pinreq){ .name = sl_xstrndup(name, name_len), .version = exact_version(spec, spec_len),
+                   .bad_hash = h->bad, .file = file };
+    strv_copy(&p->digests, &h->sri);
 }
 
 /* pip's is_url: a scheme pip downloads or a VCS scheme. */
@@ -482,7 +605,7 @@ static bool is_archive_name(const char *s, size_t n)
 /* One requirement (the text before the options of a line, or an -e
  * value), classified as pip's parse_req_from_line does. */
 static bool requirement(pipctx *c, const char *r, size_t n, bool editable, bool constraint,
-                        const char *file, int line)
+                        const char *file, int line, const hashopts *h)
 {
     trim(&r, &n);
     if (!constraint)
@@ -499,7 +622,7 @@ static bool requirement(pipctx *c, const char *r, size_t n, bool editable, bool 
     if (n == 0)
         return fail(c, file, line, "empty requirement");
     if (url)
-        return url_requirement(c, r, n, constraint, file, line);
+        return url_requirement(c, r, n, constraint, file, line, h);
 
     /* PEP 508 "name[extras] @ URL". */
     size_t i = 0;
@@ -522,7 +645,7 @@ static bool requirement(pipctx *c, const char *r, size_t n, bool editable, bool 
         trim(&u, &ul);
         if (ul == 0)
             return fail(c, file, line, "'@' without a URL");
-        return url_requirement(c, u, ul, constraint, file, line);
+        return url_requirement(c, u, ul, constraint, file, line, h);
     }
 
     /* A local directory or archive (pip's _looks_like_path / archive
@@ -544,6 +667,9 @@ static bool requirement(pipctx *c, const char *r, size_t n, bool editable, bool 
     }
     if (!constraint)
         c->needs_index = true;
+    /* A constraint pins nothing by itself: it narrows what is required. */
+    if (c->pins && !constraint)
+        add_pinreq(c, r, name_len, r + j, n - j, h, file);
     return true;
 }
 
@@ -595,7 +721,7 @@ bad:
 
 enum opt_id {
     O_INDEX_URL, O_EXTRA_INDEX_URL, O_NO_INDEX, O_CONSTRAINT, O_REQUIREMENT, O_EDITABLE,
-    O_FIND_LINKS, O_OTHER_VALUE, O_OTHER_FLAG,
+    O_FIND_LINKS, O_HASH, O_OTHER_VALUE, O_OTHER_FLAG,
 };
 
 typedef struct optdef {
@@ -622,7 +748,7 @@ static const optdef opts[] = {
     { "trusted-host", 0, O_OTHER_VALUE },
     { "use-feature", 0, O_OTHER_VALUE },
     { "global-option", 0, O_OTHER_VALUE },
-    { "hash", 0, O_OTHER_VALUE },
+    { "hash", 0, O_HASH },
     { "config-settings", 'C', O_OTHER_VALUE },
 };
 
@@ -876,7 +1002,8 @@ static bool option_line(pipctx *c, const char *rel, const char *file, int line, 
      * recurses (its other options are dropped); any other line sets the
      * search scope. */
     if (lo.editable) {
-        ok = requirement(c, lo.editable, strlen(lo.editable), true, constraint, file, line);
+        hashopts none = { .bad = false };
+        ok = requirement(c, lo.editable, strlen(lo.editable), true, constraint, file, line, &none);
     } else if (lo.requirement) {
         ok = include(c, rel, file, line, lo.requirement, false);
     } else if (lo.constraint) {
@@ -901,6 +1028,43 @@ out:
     return ok;
 }
 
+/* --pins: the --hash options of a requirement line (pip's
+ * _handle_merge_hash: "ALG:HEX", ALG one of sha256, sha384, sha512, or the
+ * whole file is refused), as SRI. */
+static bool line_hashes(pipctx *c, const char *s, size_t n, hashopts *h, const char *file, int line)
+{
+    strv toks = { 0 };
+    if (!shlex_split(s, n, &toks)) {
+        strv_free(&toks);
+        return fail(c, file, line, "unbalanced quotes or a trailing escape in the options");
+    }
+    for (size_t i = 0; i < toks.n; i++) {
+        const char *t = toks.v[i];
+        if (strncmp(t, "--", 2) || !t[2])
+            continue;
+        const char *eq = strchr(t + 2, '=');
+        bool amb;
+        const optdef *d = long_opt(t + 2, eq ? (size_t)(eq - t - 2) : strlen(t + 2), &amb);
+        if (!d || d->id != O_HASH)
+            continue;
+        const char *v = eq ? eq + 1 : i + 1 < toks.n ? toks.v[++i] : NULL;
+        if (!v)
+            break;
+        const char *colon = strchr(v, ':');
+        size_t al = colon ? (size_t)(colon - v) : 0;
+        bool strong = colon && ((al == 6 && (!strncmp(v, "sha256", 6) || !strncmp(v, "sha384", 6) ||
+                                             !strncmp(v, "sha512", 6))));
+        char sri[SL_SRI_MAX];
+        if (!strong)
+            h->bad = true;
+        else if (sl_pyhash_sri(v, strlen(v), sri))
+            strv_push(&h->sri, sl_xstrdup(sri));
+        /* a strong algorithm with bad hex matches no file: left out */
+    }
+    strv_free(&toks);
+    return true;
+}
+
 /* One logical line, comments already cut: a requirement (with per-line
  * options such as --hash) or an option line. */
 static bool logical_line(pipctx *c, const char *rel, const char *file, int line, const char *s, size_t n,
@@ -921,9 +1085,13 @@ static bool logical_line(pipctx *c, const char *rel, const char *file, int line,
     const char *a = s;
     size_t al = args_end;
     trim(&a, &al);
-    if (al)
-        return requirement(c, a, al, false, constraint, file, line);
-    return option_line(c, rel, file, line, s, n, constraint);
+    if (!al)
+        return option_line(c, rel, file, line, s, n, constraint);
+    hashopts h = { .bad = false };
+    bool ok = !c->pins || line_hashes(c, s + args_end, n - args_end, &h, file, line);
+    ok = ok && requirement(c, a, al, false, constraint, file, line, &h);
+    strv_free(&h.sri);
+    return ok;
 }
 
 /* COMMENT_RE "(^|\s+)#.*$": cut at a '#' that starts the line or follows
@@ -1066,11 +1234,77 @@ static bool emit_sources(pipctx *c, const srcv *v)
     return true;
 }
 
+#define WHY_NO_PIN "not pinned: a requirement without an == version and --hash (pip's hash-checking " \
+                   "mode refuses those)"
+#define WHY_BUILD "not pinned: the build dependencies of an sdist or VCS requirement are not in the " \
+                  "requirements file"
+
+/* --pins: for each index, the page of each requirement by name; for each
+ * index and find-links location, the files of each pinned version (or, for
+ * a requirement that pins nothing, the file host as a host entry that says
+ * why) and the build backends' hosts when something is built; each
+ * find-links page itself. */
+static bool emit_pins(pipctx *c)
+{
+    sl_pyvpins *vp = sl_pyvpins_new();
+    char msg[512];
+    bool ok = true;
+    const srcv *lists[2] = { &c->sc.index, &c->sc.find_links };
+    for (int k = 0; k < 2 && ok; k++) {
+        if (k == 0 && c->sc.no_index)
+            continue;
+        for (size_t i = 0; i < lists[k]->n && ok; i++) {
+            const src *s = &lists[k]->v[i];
+            size_t ul = strlen(s->url);
+            sl_pyprov top = { { c->top, s->origin } };
+            int r = 0;
+            if (k == 1)
+                r = sl_pypage_rule(c->out, s->url, ul, &top, "find-links page", msg, sizeof msg);
+            for (size_t q = 0; q < c->nreqs && r >= 0; q++) {
+                const pinreq *p = &c->reqs[q];
+                sl_pyprov prov = { { p->file, s->origin } };
+                if (k == 0)
+                    r = sl_pyindex_page_rule(c->out, s->url, ul, p->name, &prov, msg, sizeof msg);
+                if (r < 0)
+                    break;
+                if (p->version && p->digests.n && !p->bad_hash)
+                    r = sl_pyvpins_add(vp, s->url, ul, p->name, p->version,
+                                       (const char *const *)p->digests.v, p->digests.n, &prov, msg,
+                                       sizeof msg);
+                else
+                    r = sl_pyindex_files_unpinned(c->out, s->url, ul, &prov,
+                                                  p->bad_hash ? WHY_BAD_HASH : WHY_NO_PIN, msg,
+                                                  sizeof msg);
+            }
+            if (r >= 0 && c->builds)
+                r = sl_pyindex_unpinned(c->out, s->url, ul, &top, WHY_BUILD, msg, sizeof msg);
+            if (r < 0) {
+                sl_lockerr_set(c->err, s->origin ? s->origin : c->top, s->line, "%s", msg);
+                ok = false;
+            }
+        }
+    }
+    if (ok && !sl_pyvpins_emit(vp, c->out, msg, sizeof msg)) {
+        sl_lockerr_set(c->err, c->top, 0, "%s", msg);
+        ok = false;
+    }
+    sl_pyvpins_free(vp);
+    return ok;
+}
+
 static void pipctx_free(pipctx *c)
 {
-    for (size_t i = 0; i < c->ndefer; i++)
+    for (size_t i = 0; i < c->ndefer; i++) {
         free(c->defer[i].url);
+        strv_free(&c->defer[i].digests);
+    }
     free(c->defer);
+    for (size_t i = 0; i < c->nreqs; i++) {
+        free(c->reqs[i].name);
+        free(c->reqs[i].version);
+        strv_free(&c->reqs[i].digests);
+    }
+    free(c->reqs);
     srcv_free(&c->sc.index);
     srcv_free(&c->sc.find_links);
     strv_free(&c->visited);
@@ -1079,7 +1313,7 @@ static void pipctx_free(pipctx *c)
 static bool read_requirements(const char *path, const char *data, size_t len, sl_project *proj,
                               sl_derived *out, sl_lockerr *err)
 {
-    pipctx c = { .proj = proj, .out = out, .err = err, .top = path };
+    pipctx c = { .proj = proj, .out = out, .err = err, .top = path, .pins = sl_derived_pins(out) };
     pipconf pc;
     bool have_conf = false;
     bool ok = true;
@@ -1109,17 +1343,12 @@ static bool read_requirements(const char *path, const char *data, size_t len, sl
         if (!c.has_requirements)
             break;
         deferred *d = &c.defer[i];
-        char msg[512];
-        sl_pyprov prov = { { d->file } };
-        size_t ul = strlen(d->url);
-        int r = d->vcs ? sl_pyvcs_add(out, d->url, ul, &prov, msg, sizeof msg)
-                       : sl_pyurl_add(out, d->url, ul, &prov, msg, sizeof msg);
-        if (r < 0)
-            ok = fail(&c, d->file, d->line, msg);
-        else if (r > 0 && (d->vcs || !sl_pyurl_is_wheel(d->url, ul)))
-            c.needs_index = true;
+        hashopts h = { .sri = d->digests, .bad = d->bad_hash };
+        ok = fetch_url(&c, d->url, strlen(d->url), d->vcs, &h, d->file, d->line);
     }
-    if (ok && c.needs_index) {
+    if (ok && c.needs_index && c.pins) {
+        ok = emit_pins(&c);
+    } else if (ok && c.needs_index) {
         if (!c.sc.no_index)
             ok = emit_sources(&c, &c.sc.index);
         if (ok)

@@ -6,7 +6,14 @@
  * "file" packages downloaded; both are built, and the build backend comes
  * from the first source, so it is needed too (unless the file is a wheel).
  * "path" and editable local packages add nothing (R5). Every group is read:
- * "default", "develop" and any custom category. */
+ * "default", "develop" and any custom category.
+ *
+ * With --pins (PINS.md "Pipenv"): Pipenv installs each package with pip
+ * against its own source (routines/install.py batch_install), so the
+ * page pip reads there and, as for pip, the files of its == version by
+ * version on that source's file host, with its hashes; VCS packages, file
+ * packages without hashes and build backends fall back to host entries
+ * that say why. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,7 +39,12 @@ typedef struct pipenv {
     json_t *sources;               /* array of {name, url}; may be empty */
     bool *used;                    /* per source: some package resolves through it */
     bool pypi_default;             /* no sources: PyPI */
+    bool pins;
+    bool build;                    /* --pins: something is built */
+    sl_pyvpins *vpins;
 } pipenv;
+
+#define WHY_BUILD "not pinned: the build dependencies of VCS and file packages are not in Pipfile.lock"
 
 /* The line of the key "name": in the file (jansson keeps no positions); 0
  * if not found. Good enough to point at the package in a message. */
@@ -93,6 +105,82 @@ static bool use_index(pipenv *p, const char *pkg, const char *name)
                 sl_display_untrusted(name, strlen(name), b, sizeof b, SL_DISPLAY_QMARK));
 }
 
+/* --pins: a package's "hashes" as SRI (sha256/384/512 only). */
+#define HASHES_MAX 256
+
+typedef struct hashlist {
+    char sri[HASHES_MAX][SL_SRI_MAX];
+    const char *p[HASHES_MAX];
+    size_t n;
+    bool weak;                     /* some hash was of another algorithm */
+} hashlist;
+
+static bool hashes_of(pipenv *p, const char *name, json_t *v, hashlist *h)
+{
+    h->n = 0;
+    h->weak = false;
+    json_t *hs = json_object_get(v, "hashes");
+    if (hs && !json_is_array(hs)) {
+        char n[104];
+        return fail(p, name, "%s: \"hashes\" is not an array",
+                    sl_display_untrusted(name, strlen(name), n, sizeof n, SL_DISPLAY_QMARK));
+    }
+    for (size_t i = 0; i < json_array_size(hs); i++) {
+        json_t *x = json_array_get(hs, i);
+        if (h->n < HASHES_MAX && json_is_string(x) &&
+            sl_pyhash_sri(json_string_value(x), json_string_length(x), h->sri[h->n]))
+            h->p[h->n] = h->sri[h->n], h->n++;
+        else
+            h->weak = true;
+    }
+    return true;
+}
+
+/* The URL of the source named `index` (NULL: the default, the first or
+ * PyPI), which use_index has checked. */
+static const char *source_url(const pipenv *p, const char *index)
+{
+    size_t n = json_array_size(p->sources);
+    if (n == 0)
+        return SL_PYPI_SIMPLE;
+    for (size_t i = 0; index && i < n; i++) {
+        json_t *s = json_array_get(p->sources, i);
+        const char *sn = json_string_value(json_object_get(s, "name"));
+        if (sn && !strcmp(sn, index))
+            return json_string_value(json_object_get(s, "url"));
+    }
+    return json_string_value(json_object_get(json_array_get(p->sources, 0), "url"));
+}
+
+/* --pins: a package from its source, installed by pip with --hash: the
+ * page pip reads, and the files of its == version with its hashes. */
+static bool pin_named(pipenv *p, const char *name, json_t *v, const char *index)
+{
+    const char *url = source_url(p, index);
+    char msg[512], n[104];
+    sl_display_untrusted(name, strlen(name), n, sizeof n, SL_DISPLAY_QMARK);
+    sl_pyprov prov = { { p->path } };
+    int r = sl_pyindex_page_rule(p->out, url, strlen(url), name, &prov, msg, sizeof msg);
+    if (r < 0)
+        return fail(p, name, "%s: %.280s", n, msg);
+    hashlist *h = malloc(sizeof *h);
+    if (!h)
+        abort();
+    bool ok = hashes_of(p, name, v, h);
+    const char *ver = json_string_value(json_object_get(v, "version"));
+    const char *exact = ver && !strncmp(ver, "==", 2) && ver[2] != '=' ? ver + 2 : NULL;
+    if (ok && exact && sl_pyversion_exact(exact, strlen(exact)) && h->n && !h->weak)
+        r = sl_pyvpins_add(p->vpins, url, strlen(url), name, exact, h->p, h->n, &prov, msg, sizeof msg);
+    else if (ok)
+        r = sl_pyindex_files_unpinned(p->out, url, strlen(url), &prov,
+                                      "not pinned: a package without an == version and sha256, "
+                                      "sha384 or sha512 hashes", msg, sizeof msg);
+    free(h);
+    if (ok && r < 0)
+        return fail(p, name, "%s: %.280s", n, msg);
+    return ok;
+}
+
 static bool package(pipenv *p, const char *group, const char *name, json_t *v)
 {
     char g[64], n[104];
@@ -110,9 +198,15 @@ static bool package(pipenv *p, const char *group, const char *name, json_t *v)
             continue;
         if (!json_is_string(u))
             return fail(p, name, "%s: \"%s\" is not a string", n, vcs_keys[i]);
-        int r = sl_pyvcs_add(p->out, json_string_value(u), json_string_length(u), &prov, msg, sizeof msg);
+        int r = p->pins ? sl_pyvcs_unpinned(p->out, json_string_value(u), json_string_length(u), &prov,
+                                            "not pinned: a VCS checkout has no digest to check", msg,
+                                            sizeof msg)
+                        : sl_pyvcs_add(p->out, json_string_value(u), json_string_length(u), &prov, msg,
+                                       sizeof msg);
         if (r < 0)
             return fail(p, name, "%s: %.280s", n, msg);
+        if (r > 0 && p->pins)
+            p->build = true;
         if (r > 0)
             return use_index(p, name, NULL);   /* built: its backend from the default source */
         return true;
@@ -123,11 +217,28 @@ static bool package(pipenv *p, const char *group, const char *name, json_t *v)
             return fail(p, name, "%s: \"file\" is not a string", n);
         const char *u = json_string_value(file);
         size_t ul = json_string_length(file);
-        int r = sl_pyurl_add(p->out, u, ul, &prov, msg, sizeof msg);
+        int r;
+        if (p->pins) {
+            hashlist *h = malloc(sizeof *h);
+            if (!h)
+                abort();
+            if (!hashes_of(p, name, v, h)) {
+                free(h);
+                return false;
+            }
+            r = sl_pyurl_pin(p->out, u, ul, h->p, h->n, &prov,
+                             h->weak ? "not pinned: no sha256, sha384 or sha512 hash in Pipfile.lock"
+                                     : "not pinned: no hashes in Pipfile.lock", msg, sizeof msg);
+            free(h);
+        } else {
+            r = sl_pyurl_add(p->out, u, ul, &prov, msg, sizeof msg);
+        }
         if (r < 0)
             return fail(p, name, "%s: %.280s", n, msg);
-        if (r > 0 && !sl_pyurl_is_wheel(u, ul))
+        if (r > 0 && !sl_pyurl_is_wheel(u, ul)) {
+            p->build = p->build || p->pins;
             return use_index(p, name, NULL);
+        }
         return true;
     }
     if (json_object_get(v, "path"))
@@ -135,7 +246,9 @@ static bool package(pipenv *p, const char *group, const char *name, json_t *v)
     json_t *index = json_object_get(v, "index");
     if (index && !json_is_string(index))
         return fail(p, name, "%s: \"index\" is not a string", n);
-    return use_index(p, name, json_string_value(index));
+    if (!use_index(p, name, json_string_value(index)))
+        return false;
+    return !p->pins || pin_named(p, name, v, json_string_value(index));
 }
 
 static bool read_pipenv(const char *path, const char *data, size_t len, sl_project *proj,
@@ -148,7 +261,8 @@ static bool read_pipenv(const char *path, const char *data, size_t len, sl_proje
         sl_lockerr_set(err, path, je.line > 0 ? je.line : 0, "invalid JSON: %s", je.text);
         return false;
     }
-    pipenv p = { .path = path, .data = data, .len = len, .out = out, .err = err };
+    pipenv p = { .path = path, .data = data, .len = len, .out = out, .err = err,
+                 .pins = sl_derived_pins(out) };
     bool ok = true;
     json_t *meta = json_object_get(root, "_meta");
     if (!json_is_object(root) || !json_is_object(meta)) {
@@ -175,6 +289,8 @@ static bool read_pipenv(const char *path, const char *data, size_t len, sl_proje
     p.used = calloc(ns ? ns : 1, sizeof *p.used);
     if (!p.used)
         abort();
+    if (p.pins)
+        p.vpins = sl_pyvpins_new();
 
     const char *group;
     json_t *pkgs;
@@ -199,10 +315,24 @@ static bool read_pipenv(const char *path, const char *data, size_t len, sl_proje
         }
     }
 
-    /* The indexes that some package resolves through (the lock names
-     * them, so the lock is the provenance). */
     char msg[512];
     sl_pyprov prov = { { path } };
+    if (p.pins) {
+        if (!sl_pyvpins_emit(p.vpins, out, msg, sizeof msg)) {
+            sl_lockerr_set(err, path, 0, "%s", msg);
+            ok = false;
+            goto out;
+        }
+        /* Build backends come from the default source. */
+        const char *u = source_url(&p, NULL);
+        if (p.build && sl_pyindex_unpinned(out, u, strlen(u), &prov, WHY_BUILD, msg, sizeof msg) < 0) {
+            sl_lockerr_set(err, path, 0, "%s", msg);
+            ok = false;
+        }
+        goto out;
+    }
+    /* The indexes that some package resolves through (the lock names
+     * them, so the lock is the provenance). */
     if (p.pypi_default &&
         sl_pyindex_add(out, SL_PYPI_SIMPLE, strlen(SL_PYPI_SIMPLE), &prov, msg, sizeof msg) < 0) {
         sl_lockerr_set(err, path, 0, "%s", msg);
@@ -220,6 +350,7 @@ static bool read_pipenv(const char *path, const char *data, size_t len, sl_proje
         }
     }
 out:
+    sl_pyvpins_free(p.vpins);
     free(p.used);
     if (!sources)
         json_decref(p.sources);

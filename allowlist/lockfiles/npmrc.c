@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "growbuf.h"
+#include "rules.h"
 #include "text.h"
 #include "url.h"
 
@@ -496,6 +497,11 @@ bool sl_npmcfg_replaces(const sl_npmcfg *c, const sl_url *u, const char **file)
            (u->path_len == pl || u->path[pl] == '/');
 }
 
+const char *sl_npmcfg_replace_prefix(const sl_npmcfg *c)
+{
+    return c->repl == REPL_HOST ? c->repl_path : NULL;
+}
+
 /* ---- adding entries -------------------------------------------------- */
 
 bool sl_npm_add_host(sl_derived *d, const char *host, size_t host_len, int port,
@@ -594,6 +600,384 @@ int sl_npm_add_url(sl_derived *d, const char *url, size_t len, const char *lockf
     if (extra && !sl_npm_add_host(d, extra, strlen(extra), 443, lockfile, cfgfile, line, err))
         return -1;
     return 1;
+}
+
+/* ---- --pins ------------------------------------------------------------ */
+
+struct sl_npm_blocked {
+    char *host;                    /* as the registry URL writes it */
+    int port;
+    char *why;
+};
+
+void sl_npm_pins_init(sl_npm_pins *p, sl_derived *d, const char *lockfile, sl_lockerr *err)
+{
+    memset(p, 0, sizeof *p);
+    p->d = d;
+    p->lockfile = lockfile;
+    p->err = err;
+}
+
+void sl_npm_pins_free(sl_npm_pins *p)
+{
+    for (size_t i = 0; i < p->nblocked; i++) {
+        free(p->blocked[i].host);
+        free(p->blocked[i].why);
+    }
+    free(p->blocked);
+    p->blocked = NULL;
+    p->nblocked = p->capblocked = 0;
+}
+
+static const char *blocked_why(const sl_npm_pins *p, const char *host, size_t host_len, int port)
+{
+    for (size_t i = 0; i < p->nblocked; i++) {
+        const sl_npm_blocked *b = &p->blocked[i];
+        if (b->port == port && strlen(b->host) == host_len && !strncasecmp(b->host, host, host_len))
+            return b->why;
+    }
+    return NULL;
+}
+
+/* Registries come from config files of bounded size; this bounds them anyway. */
+#define MAX_BLOCKED 4096
+
+void sl_npm_pins_block_scoped(sl_npm_pins *p, const char *registry, const char *name, size_t len,
+                              const char *tool)
+{
+    size_t scope_len;
+    sl_url u;
+    if (!sl_npm_scope(name, len, &scope_len) || !sl_url_parse(registry, strlen(registry), &u) || u.port < 0 ||
+        blocked_why(p, u.host, u.host_len, u.port) ||
+        !sl_grow(&p->blocked, &p->capblocked, p->nblocked, sizeof *p->blocked, MAX_BLOCKED))
+        return;
+    int shown = len > 120 ? 120 : (int)len;
+    int scope = (int)scope_len;
+    char why[512];
+    snprintf(why, sizeof why,
+             "%s asks for the packument of %.*s as %.*s%%2f%.*s, which the gate refuses (an encoded '/'): "
+             "this registry cannot be inspected",
+             tool, shown, name, scope, name, shown > scope + 1 ? shown - scope - 1 : 0, name + scope_len + 1);
+    sl_npm_blocked *b = &p->blocked[p->nblocked++];
+    b->host = sl_xstrndup(u.host, u.host_len);
+    b->port = u.port;
+    b->why = sl_xstrdup(why);
+}
+
+static bool pin_failed(sl_npm_pins *p, int line, const char *msg)
+{
+    sl_lockerr_set(p->err, p->lockfile, line, "%s", msg);
+    return false;
+}
+
+bool sl_npm_pin_fallback_host(sl_npm_pins *p, const char *host, size_t host_len, int port,
+                              const char *cfgfile, const char *why, int line)
+{
+    char msg[400];
+    if (!sl_derived_add_fallback(p->d, host, host_len, port, NULL, 0, p->lockfile, why, msg, sizeof msg) ||
+        (cfgfile && !sl_derived_add_fallback(p->d, host, host_len, port, NULL, 0, cfgfile, why, msg, sizeof msg)))
+        return pin_failed(p, line, msg);
+    return true;
+}
+
+/* A URL the pins functions take: 1 parsed, 0 no network host, -1 a bad port
+ * (err set). */
+static int pin_parse(sl_npm_pins *p, const char *url, size_t len, sl_url *u, int line)
+{
+    if (!sl_url_parse(url, len, u))
+        return 0;
+    if (u->port < 0) {
+        char shown[224];
+        sl_lockerr_set(p->err, p->lockfile, line, "no valid port in URL '%s'",
+                       sl_display_untrusted(url, len, shown, sizeof shown, SL_DISPLAY_HEX));
+        return -1;
+    }
+    return 1;
+}
+
+/* A GitHub download answers with a redirect whose target (R6) only the
+ * answer names. */
+static bool pin_redirect(sl_npm_pins *p, const sl_url *u, const char *cfgfile, int line)
+{
+    const char *extra = redirect_host(u);
+    return !extra || sl_npm_pin_fallback_host(p, extra, strlen(extra), 443, cfgfile,
+                                              "GitHub redirects a download here, to a path not known offline", line);
+}
+
+/* A rule for the parsed URL, by host and path (the URL parsed once: a
+ * lockfile has a hundred thousand of them). A path no rule can hold as it
+ * is (a '*', which would be a wildcard; an ambiguous or malformed path)
+ * leaves the host a fallback saying so, rather than failing the run. */
+static int add_rule_url(sl_npm_pins *p, const sl_url *u, const char *const *digests, size_t n,
+                        const char *cfgfile, const char *note, int line)
+{
+    char msg[400];
+    const char *path = u->path_len ? u->path : "/";
+    size_t plen = u->path_len ? u->path_len : 1;
+    const char *why = u->scp_style                ? "it is not a web URL"
+                      : memchr(path, '*', plen)   ? "a '*' in it would be a wildcard"
+                      : sl_path_check(path, plen, true);
+    if (!why)
+        why = sl_path_ambiguous(path, plen);
+    if (why) {
+        snprintf(msg, sizeof msg, "not pinned: its URL's path cannot be a rule (%s)", why);
+        return sl_npm_pin_fallback_host(p, u->host, u->host_len, u->port, cfgfile, msg, line) ? 1 : -1;
+    }
+    const char *files[2] = { p->lockfile, cfgfile };
+    for (int i = 0; i < 2 && files[i]; i++)
+        if (!sl_derived_add_rule(p->d, u->host, u->host_len, u->port, path, plen, digests, n, files[i], note, msg,
+                                 sizeof msg))
+            return pin_failed(p, line, msg) ? 1 : -1;
+    return 1;
+}
+
+static int add_fallback_url(sl_npm_pins *p, const char *url, size_t len, const char *cfgfile, const char *why,
+                            int line)
+{
+    char msg[400];
+    int r = sl_derived_add_fallback_url(p->d, url, len, p->lockfile, why, msg, sizeof msg);
+    if (r > 0 && cfgfile)
+        r = sl_derived_add_fallback_url(p->d, url, len, cfgfile, why, msg, sizeof msg);
+    if (r < 0)
+        pin_failed(p, line, msg);
+    return r;
+}
+
+int sl_npm_pin_fallback(sl_npm_pins *p, const char *url, size_t len, bool with_path, const char *cfgfile,
+                        const char *why, int line)
+{
+    sl_url u;
+    int r = pin_parse(p, url, len, &u, line);
+    if (r <= 0)
+        return r;
+    const char *blocked = blocked_why(p, u.host, u.host_len, u.port);
+    if (!with_path || blocked || u.scp_style)
+        r = sl_npm_pin_fallback_host(p, u.host, u.host_len, u.port, cfgfile, blocked ? blocked : why, line) ? 1 : -1;
+    else
+        r = add_fallback_url(p, url, len, cfgfile, why, line);
+    return r > 0 && !pin_redirect(p, &u, cfgfile, line) ? -1 : r;
+}
+
+int sl_npm_pin_tarball(sl_npm_pins *p, const char *url, size_t len, const char *sri, size_t sri_len,
+                       const char *cfgfile, int line)
+{
+    char digests[SL_NPM_DIGESTS][SL_SRI_MAX];
+    size_t n = sri ? sl_sri_strong(sri, sri_len, digests, SL_NPM_DIGESTS) : 0;
+    if (n == 0) {
+        const char *why = !sri || sri_len == 0 ? "no integrity in the lockfile"
+                          : memmem(sri, sri_len, "sha1-", 5) ? "only a sha1 integrity, too weak to pin"
+                                                              : "no sha256, sha384 or sha512 in its integrity";
+        return sl_npm_pin_fallback(p, url, len, true, cfgfile, why, line);
+    }
+    sl_url u;
+    int r = pin_parse(p, url, len, &u, line);
+    if (r <= 0)
+        return r;
+    const char *blocked = blocked_why(p, u.host, u.host_len, u.port);
+    if (blocked)
+        return sl_npm_pin_fallback_host(p, u.host, u.host_len, u.port, cfgfile, blocked, line) ? 1 : -1;
+    const char *list[SL_NPM_DIGESTS];
+    for (size_t i = 0; i < n; i++)
+        list[i] = digests[i];
+    r = add_rule_url(p, &u, list, n, cfgfile, NULL, line);
+    return r > 0 && !pin_redirect(p, &u, cfgfile, line) ? -1 : r;
+}
+
+int sl_npm_pin_metadata(sl_npm_pins *p, const char *url, size_t len, const char *cfgfile, const char *note,
+                        int line)
+{
+    sl_url u;
+    int r = pin_parse(p, url, len, &u, line);
+    if (r <= 0)
+        return r;
+    const char *blocked = blocked_why(p, u.host, u.host_len, u.port);
+    if (blocked)
+        return sl_npm_pin_fallback_host(p, u.host, u.host_len, u.port, cfgfile, blocked, line) ? 1 : -1;
+    return add_rule_url(p, &u, NULL, 0, cfgfile, note, line);
+}
+
+/* ---- registry URLs ---- */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        b->cap = (b->n + n + 1) * 2;
+        b->s = sl_xrealloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+/* "scheme://host:port", port always written (IPv6 in brackets). */
+static void sb_origin(sbuf *b, const sl_url *u)
+{
+    char port[8];
+    bool v6 = memchr(u->host, ':', u->host_len) != NULL;
+    sb_str(b, u->scheme);
+    sb_str(b, v6 ? "://[" : "://");
+    sb_put(b, u->host, u->host_len);
+    snprintf(port, sizeof port, "%s:%d", v6 ? "]" : "", u->port);
+    sb_str(b, port);
+}
+
+static bool parse_registry(const char *registry, sl_url *u)
+{
+    return sl_url_parse(registry, strlen(registry), u) && u->port >= 0 && !u->scp_style;
+}
+
+static bool is_alnum(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+}
+
+/* "name" or "@scope/name" of the characters encodeURIComponent leaves as
+ * they are, '*' excepted (a rule's wildcard): every npm name is. */
+static bool name_in_path(const char *s, size_t n)
+{
+    size_t slashes = 0;
+    if (n == 0 || n > 214 || s[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '/') {
+            if (s[0] != '@' || ++slashes > 1 || i == 1 || i + 1 == n || s[i + 1] == '.')
+                return false;
+        } else if (!(is_alnum(ch) || strchr("-._~!'()", ch) || (ch == '@' && i == 0))) {
+            return false;
+        }
+    }
+    return s[0] != '@' || slashes == 1;
+}
+
+/* A semver version: digits, letters, '.', '-', '+'. */
+static bool version_in_path(const char *s, size_t n)
+{
+    if (n == 0 || n > 256 || s[0] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(is_alnum(s[i]) || s[i] == '.' || s[i] == '-' || s[i] == '+'))
+            return false;
+    return true;
+}
+
+char *sl_npm_tarball_url(const char *registry, const char *name, size_t nlen, const char *version, size_t vlen)
+{
+    sl_url r;
+    if (!parse_registry(registry, &r) || !name_in_path(name, nlen) || !version_in_path(version, vlen))
+        return NULL;
+    const char *plus = memchr(version, '+', vlen);
+    if (plus)
+        vlen = (size_t)(plus - version);       /* build metadata is not in the file name */
+    const char *base = name;
+    size_t scope_len;
+    if (sl_npm_scope(name, nlen, &scope_len))
+        base = name + scope_len + 1;
+    sbuf b = { 0 };
+    sb_origin(&b, &r);
+    sb_put(&b, r.path, r.path_len);
+    if (r.path_len == 0 || r.path[r.path_len - 1] != '/')
+        sb_str(&b, "/");
+    sb_put(&b, name, nlen);
+    sb_str(&b, "/-/");
+    sb_put(&b, base, nlen - (size_t)(base - name));
+    sb_str(&b, "-");
+    sb_put(&b, version, vlen);
+    sb_str(&b, ".tgz");
+    return b.s;
+}
+
+char *sl_npm_packument_url(const char *registry, const char *name, size_t nlen)
+{
+    sl_url r;
+    if (!parse_registry(registry, &r) || !name_in_path(name, nlen))
+        return NULL;
+    size_t pl = r.path_len;
+    while (pl && r.path[pl - 1] == '/')
+        pl--;
+    sbuf b = { 0 };
+    sb_origin(&b, &r);
+    sb_put(&b, r.path, pl);
+    sb_str(&b, "/");
+    const char *slash = memchr(name, '/', nlen);
+    if (slash) {
+        sb_put(&b, name, (size_t)(slash - name));
+        sb_str(&b, "%2f");
+        sb_put(&b, slash + 1, nlen - (size_t)(slash + 1 - name));
+    } else {
+        sb_put(&b, name, nlen);
+    }
+    return b.s;
+}
+
+char *sl_npm_registry_rewrite(const char *registry, const sl_url *u, const char *prefix)
+{
+    sl_url r;
+    if (!parse_registry(registry, &r))
+        return NULL;
+    /* the registry's path without its trailing '/' (arborist makes it end
+     * in one, #registryResolved takes it off); "/" alone is none */
+    size_t pl = r.path_len;
+    while (pl && r.path[pl - 1] == '/')
+        pl--;
+    const char *path = u->path_len ? u->path : "/";
+    size_t len = u->path_len ? u->path_len : 1;
+    size_t xl = prefix ? strlen(prefix) : 0;
+    if (xl && len > xl && !memcmp(path, prefix, xl) && path[xl] == '/') {
+        path += xl;
+        len -= xl;
+    }
+    bool has_prefix = pl == 0 || (!xl && len >= pl && !memcmp(path, r.path, pl) && (len == pl || path[pl] == '/'));
+    sbuf b = { .s = sl_xrealloc(NULL, 40 + r.host_len + pl + len), .cap = 40 + r.host_len + pl + len };
+    sb_origin(&b, &r);
+    if (!has_prefix)
+        sb_put(&b, r.path, pl);
+    sb_put(&b, path, len);
+    return b.s;
+}
+
+char *sl_npm_registry_join(const char *registry, const char *ref, size_t rlen)
+{
+    sl_url r;
+    if (!parse_registry(registry, &r) || rlen == 0 || memchr(ref, '\\', rlen) || memchr(ref, '?', rlen) ||
+        memchr(ref, '#', rlen) || memchr(ref, '\0', rlen))
+        return NULL;
+    sbuf b = { 0 };
+    if (rlen >= 2 && ref[0] == '/' && ref[1] == '/') {
+        sb_str(&b, r.scheme);
+        sb_str(&b, ":");
+        sb_put(&b, ref, rlen);
+        return b.s;
+    }
+    /* no "." or ".." segment: URL resolution would remove them */
+    for (size_t i = 0; i < rlen;) {
+        size_t j = i;
+        while (j < rlen && ref[j] != '/')
+            j++;
+        if ((j - i == 1 && ref[i] == '.') || (j - i == 2 && ref[i] == '.' && ref[i + 1] == '.'))
+            return NULL;
+        if (i == 0 && ref[0] != '/' && memchr(ref, ':', j))
+            return NULL;                    /* "x:..." is a URL of scheme x */
+        i = j + 1;
+    }
+    sb_origin(&b, &r);
+    if (ref[0] != '/') {
+        sb_put(&b, r.path, r.path_len);
+        if (r.path_len == 0 || r.path[r.path_len - 1] != '/')
+            sb_str(&b, "/");
+    }
+    sb_put(&b, ref, rlen);
+    return b.s;
 }
 
 int sl_npm_conflict_line(const char *data, size_t len)

@@ -50,6 +50,10 @@ const char *sl_npmcfg_registry(const sl_npmcfg *c, const char *name, size_t len,
  * that set the mode, or NULL for the default. */
 bool sl_npmcfg_replaces(const sl_npmcfg *c, const sl_url *u, const char **file);
 
+/* The path a replace-registry-host URL selects ("/repository/npm-proxy"),
+ * or NULL when the setting is not a URL with a path. */
+const char *sl_npmcfg_replace_prefix(const sl_npmcfg *c);
+
 /* ---- adding entries ------------------------------------------------- */
 
 /* Add the registry host:port for a package name, required by lockfile
@@ -67,6 +71,88 @@ int sl_npm_add_url(sl_derived *d, const char *url, size_t len, const char *lockf
 /* Add host:port, required by lockfile and (if not NULL) cfgfile. */
 bool sl_npm_add_host(sl_derived *d, const char *host, size_t host_len, int port,
                      const char *lockfile, const char *cfgfile, int line, sl_lockerr *err);
+
+/* ---- --pins (SPEC part 2, "Pinned artifacts") ----------------------
+ *
+ * A tarball the lockfile gives a sha256/384/512 digest for becomes a pinned
+ * GET rule; metadata the locked install reads, an unpinned one; a tarball
+ * without such a digest, a git dependency, or a host that must serve what
+ * no rule can allow, a fallback whose comment says why (derive.h). */
+
+/* The most digests one tarball's rule takes from an SRI list. */
+#define SL_NPM_DIGESTS 8
+
+typedef struct sl_npm_blocked sl_npm_blocked;
+
+/* One lockfile's output with pins: the set, the lockfile's name, the error
+ * to fill, and the hosts that cannot be inspected for this lockfile. */
+typedef struct sl_npm_pins {
+    sl_derived *d;
+    const char *lockfile;
+    sl_lockerr *err;
+    sl_npm_blocked *blocked;
+    size_t nblocked, capblocked;
+} sl_npm_pins;
+
+void sl_npm_pins_init(sl_npm_pins *p, sl_derived *d, const char *lockfile, sl_lockerr *err);
+void sl_npm_pins_free(sl_npm_pins *p);
+
+/* The install fetches name's packument from registry. For a scoped name
+ * that is "/@scope%2fname", a path the gate refuses before any rule is
+ * tried (an encoded '/'), so the registry's host cannot be inspected:
+ * everything this lockfile has on it then falls back to a host entry that
+ * says why. `tool` ("npm", "Yarn") is named in the reason. An unscoped
+ * name, or a registry that is not a URL, blocks nothing. */
+void sl_npm_pins_block_scoped(sl_npm_pins *p, const char *registry, const char *name, size_t len,
+                              const char *tool);
+
+/* A tarball at url, with the lockfile's SRI `integrity` list (NULL or
+ * empty: none): a GET rule pinned to its sha256/384/512 digests, or, with
+ * none of those, a fallback for its path saying so. Its files are the
+ * lockfile and cfgfile (if not NULL). The host a GitHub download
+ * redirects to (R6) is added as a fallback. Returns 1, 0 if the URL names
+ * no network host, -1 with the error set. */
+int sl_npm_pin_tarball(sl_npm_pins *p, const char *url, size_t len, const char *sri, size_t sri_len,
+                       const char *cfgfile, int line);
+
+/* Metadata the install reads at url: an unpinned GET rule with `note`. */
+int sl_npm_pin_metadata(sl_npm_pins *p, const char *url, size_t len, const char *cfgfile, const char *note,
+                        int line);
+
+/* What cannot be pinned, with why: url's host:port, and its path when
+ * with_path (a download at a known path; a git clone has none). */
+int sl_npm_pin_fallback(sl_npm_pins *p, const char *url, size_t len, bool with_path, const char *cfgfile,
+                        const char *why, int line);
+bool sl_npm_pin_fallback_host(sl_npm_pins *p, const char *host, size_t host_len, int port,
+                              const char *cfgfile, const char *why, int line);
+
+/* URLs a registry (as configured) serves, as the clients derive them;
+ * malloc'd. NULL when the registry is not a URL, or a name, version or
+ * reference holds a character a rule's path would not take literally
+ * (npm names and versions never do). Every URL has its port written. */
+
+/* <registry>/<name>/-/<name without its scope>-<version without +build>.tgz
+ * (pnpm's getNpmTarballUrl, the layout of the npm registry). */
+char *sl_npm_tarball_url(const char *registry, const char *name, size_t nlen, const char *version,
+                         size_t vlen);
+
+/* <registry without trailing '/'>/<name with its '/' as %2f> (pacote's
+ * packumentUrl, Yarn 1's escapeName). */
+char *sl_npm_packument_url(const char *registry, const char *name, size_t nlen);
+
+/* A `resolved` URL that replace-registry-host sends to the registry
+ * (arborist's #registryResolved): the registry's scheme, host and port,
+ * and the registry's path put before the URL's unless it already starts
+ * with it. With `prefix` (sl_npmcfg_replace_prefix), that prefix of the
+ * URL's path is what the registry's path replaces. The query is dropped
+ * (a rule does not match it). */
+char *sl_npm_registry_rewrite(const char *registry, const sl_url *u, const char *prefix);
+
+/* A relative tarball reference joined to the registry as
+ * new URL(ref, registry + '/') does: "//host/x" keeps the scheme, "/x" the
+ * origin, "x" the registry's path. NULL for dot segments, a first segment
+ * that would read as a scheme, or a query or fragment. */
+char *sl_npm_registry_join(const char *registry, const char *ref, size_t rlen);
 
 /* The line (1-based) of the first merge-conflict marker (a line starting
  * with "<<<<<<<", "=======" or ">>>>>>>"), or 0 if there is none. */

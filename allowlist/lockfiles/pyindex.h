@@ -54,4 +54,91 @@ bool sl_pyurl_is_wheel(const char *url, size_t len);
  * path or a requirement. */
 bool sl_pyurl_has_scheme(const char *s, size_t len);
 
+/* ---- --pins (PINS.md, the Python sections) ----
+ * The same URLs as rules: what a locked install fetches, pinned where the
+ * lockfile gives the digest. Each function adds its rules once per file of
+ * `prov` and returns 1, 0 (the URL names no network host) or -1 (err). */
+
+/* PEP 503 normalisation ("Django_REST.framework" -> "django-rest-framework"):
+ * runs of '-', '_', '.' as one '-', lower case. False when the name is
+ * empty, does not fit in cap, or holds a byte no project name may hold. */
+bool sl_pyname_normalise(const char *name, size_t len, char *out, size_t cap);
+
+/* A digest as pip's --hash and the Python lockfiles write it,
+ * "sha256:<hex>" (sha384, sha512 too), as SRI text (out: SL_SRI_MAX
+ * bytes). False for md5, sha1 and the rest (too weak to pin) or bad hex. */
+bool sl_pyhash_sri(const char *s, size_t len, char *out);
+
+/* Whether a version can be spelled in a file-name pattern: not empty,
+ * letters, digits and ".+!_-" only (so no '*': "==1.*" pins nothing). */
+bool sl_pyversion_exact(const char *v, size_t len);
+
+/* The page an installer reads on an index for one project (pip and
+ * unearth: posixpath.join(index, normalised name) + "/"; Poetry's legacy
+ * sources likewise): an unpinned GET rule noted "index page". */
+int sl_pyindex_page_rule(sl_derived *out, const char *index, size_t len, const char *name,
+                         const sl_pyprov *prov, char *err, size_t errcap);
+
+/* A URL read as it is (a find-links page, PyPI's JSON API): an unpinned
+ * GET rule for its path, noted `note`. */
+int sl_pypage_rule(sl_derived *out, const char *url, size_t len, const sl_pyprov *prov,
+                   const char *note, char *err, size_t errcap);
+
+/* A file an index links by its file name (Poetry, PDM): on the index's
+ * file host, "/packages/<any>/FILE" on files.pythonhosted.org for PyPI,
+ * "/<any>/FILE" on the index's own host otherwise (R9), with the digests
+ * (ndigests 0: an unpinned rule, noted `note`). A name no rule can spell
+ * literally ('%', '*', '/', a byte the rule syntax refuses) falls back to
+ * a host entry noted so. */
+int sl_pyindex_file_rule(sl_derived *out, const char *index, size_t len, const char *file,
+                         const char *const *digests, size_t ndigests, const sl_pyprov *prov,
+                         const char *note, char *err, size_t errcap);
+
+/* The files of one version, when only the version is known (pip --hash,
+ * Pipfile.lock): "*-V-*.whl" (name-version-tags), "*-V.tar.gz" and
+ * "*-V.zip" (sdists), under /packages/ on files.pythonhosted.org for PyPI
+ * and under / on the index's host otherwise. `version` must pass
+ * sl_pyversion_exact. */
+int sl_pyindex_version_rules(sl_derived *out, const char *index, size_t len, const char *version,
+                             const char *const *digests, size_t ndigests, const sl_pyprov *prov,
+                             const char *note, char *err, size_t errcap);
+
+/* A direct artifact URL pinned to digests: its exact path; for a GitHub
+ * URL that redirects (R6), also every path of the redirect's host, pinned
+ * to the same digests (GitHub chooses that path; the bytes are the same).
+ * ndigests 0: not pinned, and the URL falls back (sl_derived_add_fallback_url)
+ * with `why`, the redirect hosts as host entries. */
+int sl_pyurl_pin(sl_derived *out, const char *url, size_t len, const char *const *digests,
+                 size_t ndigests, const sl_pyprov *prov, const char *why, char *err,
+                 size_t errcap);
+
+/* What cannot be pinned, as host entries with `why`: an index's hosts
+ * (both of PyPI's), or the host a VCS URL is cloned from. */
+int sl_pyindex_unpinned(sl_derived *out, const char *index, size_t len, const sl_pyprov *prov,
+                        const char *why, char *err, size_t errcap);
+int sl_pyvcs_unpinned(sl_derived *out, const char *url, size_t len, const sl_pyprov *prov,
+                      const char *why, char *err, size_t errcap);
+/* Only the host an index's files are on (PyPI's files.pythonhosted.org). */
+int sl_pyindex_files_unpinned(sl_derived *out, const char *index, size_t len,
+                              const sl_pyprov *prov, const char *why, char *err, size_t errcap);
+
+/* Pins by version, gathered before they are added, so that the rules of a
+ * version that several projects share carry all their digests and a note
+ * naming them ("files of a==1.0, b==1.0"): derive.c keeps a rule's first
+ * note. */
+typedef struct sl_pyvpins sl_pyvpins;
+
+sl_pyvpins *sl_pyvpins_new(void);
+void sl_pyvpins_free(sl_pyvpins *s);
+
+/* name==version, on index `index`, is any file hashing to one of the
+ * digests. The index is checked now (-1 with err if unusable, 0 if
+ * local: nothing to pin). */
+int sl_pyvpins_add(sl_pyvpins *s, const char *index, size_t len, const char *name,
+                   const char *version, const char *const *digests, size_t ndigests,
+                   const sl_pyprov *prov, char *err, size_t errcap);
+
+/* The rules of every (file host, version), in the order first added. */
+bool sl_pyvpins_emit(sl_pyvpins *s, sl_derived *out, char *err, size_t errcap);
+
 #endif

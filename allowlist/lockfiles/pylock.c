@@ -50,19 +50,28 @@ bool sl_pylock_sources(sl_pylock *l, sl_project *proj, const char *dotted,
     return sl_pytoml_tables(l->pyproject, dotted, l->pyproject_path, tables, l->err);
 }
 
+sl_pyprov sl_pylock_prov(const sl_pylock *l, const char *config)
+{
+    return (sl_pyprov){ { l->path, config } };
+}
+
+bool sl_pylock_result(sl_pylock *l, int r, const char *msg, const char *config, int line)
+{
+    if (r >= 0)
+        return true;
+    sl_lockerr_set(l->err, config ? config : l->path, line, "%s", msg);
+    return false;
+}
+
 bool sl_pylock_add(sl_pylock *l, sl_pyadd_fn *fn, const char *url, const char *config, int line,
                    int *res)
 {
     char msg[512];
-    sl_pyprov prov = { { l->path, config } };
+    sl_pyprov prov = sl_pylock_prov(l, config);
     int r = fn(l->out, url, strlen(url), &prov, msg, sizeof msg);
     if (res)
         *res = r;
-    if (r < 0) {
-        sl_lockerr_set(l->err, config ? config : l->path, line, "%s", msg);
-        return false;
-    }
-    return true;
+    return sl_pylock_result(l, r, msg, config, line);
 }
 
 sl_toml *sl_pytoml_project(sl_project *proj, const char *rel, const char **path_out,

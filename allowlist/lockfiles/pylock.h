@@ -51,6 +51,14 @@ typedef int sl_pyadd_fn(sl_derived *out, const char *url, size_t len, const sl_p
 bool sl_pylock_add(sl_pylock *l, sl_pyadd_fn *fn, const char *url, const char *config, int line,
                    int *res);
 
+/* The provenance sl_pylock_add gives: the lockfile and `config` (NULL:
+ * the lockfile alone). */
+sl_pyprov sl_pylock_prov(const sl_pylock *l, const char *config);
+
+/* The result r of a pyindex.h call that wrote msg: false with the error at
+ * `line` of config (NULL: of the lockfile) when r < 0. */
+bool sl_pylock_result(sl_pylock *l, int r, const char *msg, const char *config, int line);
+
 /* TOML: the document, or NULL with "FILE:LINE: message" in err (R7). */
 sl_toml *sl_pytoml_parse(const char *path, const char *data, size_t len, sl_lockerr *err);
 

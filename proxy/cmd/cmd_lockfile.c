@@ -1,4 +1,4 @@
-/* `sluice allow-from-lockfile [-o FILE] [--format text|json] PATH...`: the
+/* `sluice allow-from-lockfile [--pins] [-o FILE] [--format text|json] PATH...`: the
  * options, the output, and the atomic -o write. The work is in
  * allowlist/lockfiles/lockfiles.c (the driver) and allowlist/lockfiles/derive.c (the set). */
 #include "cmd_lockfile.h"
@@ -18,13 +18,18 @@
 #include "lockfile.h"
 
 static const char usage[] =
-    "usage: sluice allow-from-lockfile [-o FILE] [--format text|json] PATH...\n"
+    "usage: sluice allow-from-lockfile [--pins] [-o FILE] [--format text|json] PATH...\n"
     "\n"
     "Print the host:port allowlist entries that a locked install of a project's\n"
     "dependencies must reach, read offline from its lockfiles and package-manager\n"
     "config. A PATH is a lockfile or a directory to search for them.\n"
     "\n"
     "  -o FILE            write to FILE (atomically) instead of standard output\n"
+    "      --pins         request rules instead of host entries: each artifact the\n"
+    "                     lockfile gives a location and a digest for is pinned\n"
+    "                     (GET host:port/path DIGEST), the metadata the locked\n"
+    "                     install reads gets GET rules, and what cannot be pinned\n"
+    "                     falls back to host entries whose comment says why\n"
     "      --format FMT   text (allowlist lines, the default) or json\n"
     "  -h, --help         show this help\n"
     "\n"
@@ -117,11 +122,12 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
     static const struct option longopts[] = {
         { "output", required_argument, NULL, 'o' },
         { "format", required_argument, NULL, 'F' },
+        { "pins", no_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *output = NULL;
-    bool json = false;
+    bool json = false, pins = false;
     int ch;
     optind = 0;                    /* GNU getopt: start afresh on this argv */
     while ((ch = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
@@ -139,6 +145,9 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
                         optarg);
                 return 2;
             }
+            break;
+        case 'P':
+            pins = true;
             break;
         case 'h':
             fputs(usage, stdout);
@@ -159,6 +168,7 @@ int sl_cmd_allow_from_lockfile(int argc, char **argv)
      * command lives between this and sl_jsonarena_end. */
     sl_jsonarena_begin();
     sl_derived *d = sl_derived_new();
+    sl_derived_set_pins(d, pins);
     int errors = sl_lockfiles_derive((const char *const *)argv + optind, (size_t)(argc - optind),
                                      d, report_stderr, NULL);
     if (errors > 0) {

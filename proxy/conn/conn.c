@@ -17,6 +17,7 @@
 
 #include "connect.h"
 #include "credentials.h"
+#include "crypto.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -337,6 +338,17 @@ static void json_request_fields(sl_json *j, const conn *c)
         sl_json_cstr(j, "suggest", c->x.suggest);
 }
 
+/* A pinned body that failed its digest: what the rule wanted, what came. */
+static void json_pin_fields(sl_json *j, const conn *c)
+{
+    if (c->x.expected)
+        sl_json_cstr(j, "expected", c->x.expected);
+    if (c->x.expected_more)
+        sl_json_int(j, "expected_more", (long long)c->x.expected_more);
+    if (c->x.actual)
+        sl_json_cstr(j, "actual", c->x.actual);
+}
+
 /* A request line of an inspected tunnel. */
 static uint64_t log_request_line(conn *c, bool allow, const char *reason, const char *detail, const char *end)
 {
@@ -353,7 +365,7 @@ static uint64_t log_request_line(conn *c, bool allow, const char *reason, const 
         sl_json_cstr(&j, "suggest", c->x.suggest);
     sl_json_cstr(&j, "decision", allow ? "allow" : "deny");
     sl_json_cstr(&j, "reason", reason);
-    if (allow && c->x.rule)
+    if ((allow || c->x.verdict) && c->x.rule)   /* a pinned body refused: the rule that pins it */
         sl_json_cstr(&j, "rule", rule_text(c->x.rule, rule, sizeof rule));
     if (c->x.status)
         sl_json_int(&j, "status", c->x.status);
@@ -362,6 +374,7 @@ static uint64_t log_request_line(conn *c, bool allow, const char *reason, const 
     sl_json_ms(&j, "duration_ms", conn_ms_since(&c->x.t_start));
     if (end && strcmp(end, "done") != 0)
         sl_json_cstr(&j, "end", end);
+    json_pin_fields(&j, c);
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
     sl_metrics_request(allow, reason);
@@ -422,7 +435,11 @@ void conn_log_close(conn *c, const char *end)
     if (!c->x.allowed)
         return;   /* one close line per allowed exchange */
     if (in_tunnel(c)) {
-        log_request_line(c, true, c->x.rule && sl_entry_is_rule(c->x.rule) ? "rule" : "allowlisted", NULL, end);
+        if (c->x.verdict)   /* a pinned body refused after it was allowed */
+            log_request_line(c, false, c->x.verdict, c->x.end_detail, end);
+        else
+            log_request_line(c, true, c->x.rule && sl_entry_is_rule(c->x.rule) ? "rule" : "allowlisted", NULL,
+                             end);
         c->x.allowed = false;
         return;
     }
@@ -432,7 +449,7 @@ void conn_log_close(conn *c, const char *end)
 
 void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct timespec *since, const char *end)
 {
-    char buf[1024], ts[40];
+    char buf[8192], ts[40];   /* a pinned body's digests may be in it */
     sl_json j;
     sl_json_begin(&j, buf, sizeof buf);
     json_common(&j, ts, "close", c);
@@ -440,6 +457,16 @@ void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct times
     sl_json_int(&j, "bytes_down", (long long)down);
     sl_json_ms(&j, "duration_ms", conn_ms_since(since));
     sl_json_cstr(&j, "end", end);
+    if (c->x.verdict && !c->in) {
+        /* plain HTTP: the decision line said allow before the body came */
+        char rule[300];
+        sl_json_cstr(&j, "reason", c->x.verdict);
+        if (c->x.rule)
+            sl_json_cstr(&j, "rule", rule_text(c->x.rule, rule, sizeof rule));
+        if (c->x.status)
+            sl_json_int(&j, "status", c->x.status);
+        json_pin_fields(&j, c);
+    }
     if (c->x.end_detail)
         sl_json_cstr(&j, "detail", c->x.end_detail);
     sl_metrics_bytes(up, down);
@@ -729,6 +756,18 @@ void conn_close(conn *c, const char *end)
     conn_set_state(c, CS_CLOSED);
 }
 
+/* What an exchange owns beyond its up_head. */
+static void exchange_free_fields(conn *c)
+{
+    exchange_release_hold(c);
+    free(c->x.path);
+    sl_pin_free(c->x.pin);
+    free(c->x.expected);
+    free(c->x.actual);
+    c->x.path = c->x.expected = c->x.actual = NULL;
+    c->x.pin = NULL;
+}
+
 static void conn_free(conn *c)
 {
     relay_free(c);
@@ -739,7 +778,7 @@ static void conn_free(conn *c)
     if (c->timer)
         event_free(c->timer);
     free(c->up_name);
-    free(c->x.path);
+    exchange_free_fields(c);
     inspect_free(c);
 
     worker *w = c->w;
@@ -763,6 +802,22 @@ void conn_close_now(conn *c, const char *end)
     conn_leave(c);
 }
 
+static void set_reset(sl_stream *s)
+{
+    int fd = s ? sl_stream_fd(s) : -1;
+    if (fd >= 0) {
+        struct linger l = { .l_onoff = 1, .l_linger = 0 };
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    }
+}
+
+void conn_reset(conn *c, const char *end)
+{
+    set_reset(c->cli);
+    set_reset(c->up);
+    conn_close(c, end);
+}
+
 void conn_drain(conn *c)
 {
     conn_enter(c);
@@ -776,7 +831,7 @@ void conn_new_exchange(conn *c)
 {
     if (c->x.up_head)
         evbuffer_free(c->x.up_head);
-    free(c->x.path);
+    exchange_free_fields(c);
     memset(&c->x, 0, sizeof c->x);
     if (c->in)
         inspect_fill_exchange(c);   /* requests in a tunnel carry its id */

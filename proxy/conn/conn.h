@@ -30,6 +30,7 @@
 struct event;
 struct sl_connector;
 struct sl_credential;
+struct sl_pin;
 
 /* An inspected tunnel: what lasts across the requests inside it (each is
  * an exchange of its own, in conn.x). inspect.c. */
@@ -141,6 +142,15 @@ typedef struct exchange {
     bool lingering;               /* CS_CLOSING: the reply is out; discarding input */
     bool abrupt;                  /* the body ended at an origin's close without a TLS close_notify:
                                      the client's connection ends without one too */
+
+    /* pinned artifacts (SPEC part 2): the body of a 2xx to a GET rule with digests */
+    struct sl_pin *pin;           /* hashing the response body as it streams */
+    const char *verdict;          /* "integrity_mismatch", "integrity_unverifiable": the
+                                     request's line is a refusal with this reason */
+    char *expected, *actual;      /* a mismatch: the rule's digests and the body's (malloc'd) */
+    size_t expected_more;         /* the rule's digests that did not fit in expected */
+    struct evbuffer *pin_held;    /* a pinned body held whole until its digest is known (exchange.c) */
+    size_t pin_reserved;          /* its bytes, counted in the gate-wide budget until the exchange ends */
 } exchange;
 
 typedef struct conn {
@@ -219,6 +229,11 @@ void conn_finish(conn *c, const char *end);
 /* Reset the exchange for the client's next request. */
 void conn_new_exchange(conn *c);
 
+/* Close both connections with a TCP reset (SO_LINGER 0), discarding what
+ * is queued: a pinned body that failed its digest must not reach the
+ * client whole, nor look like a clean end. */
+void conn_reset(conn *c, const char *end);
+
 /* The allow decision, logged; false when the log has failed meanwhile (the
  * request is then refused with 503 log_unavailable). The reason is "rule"
  * when a request rule allowed it, "allowlisted" otherwise; conn_allow_as
@@ -246,6 +261,7 @@ bool exchange_can_reuse(conn *c);            /* exchange.c: is the idle origin g
 void exchange_drop_origin(conn *c);          /* exchange.c: close the origin connection */
 void exchange_interest(conn *c, bool *cli, bool *up);   /* exchange.c: what CS_FORWARD reads */
 void exchange_keep_origin(conn *c);          /* exchange.c: c->up is idle, for the next request */
+void exchange_release_hold(conn *c);         /* exchange.c: a held pinned body goes, with its budget */
 bool request_rules(conn *c);                 /* request.c: path check and rule match; false: refused */
 void request_seal_head(conn *c);             /* request.c: the credential, then the head's end */
 void inspect_begin(conn *c);                 /* inspect.c: CS_SNI passed for an inspected CONNECT */

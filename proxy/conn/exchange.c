@@ -22,12 +22,14 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conn.h"
+#include "crypto.h"
 #include "reply.h"
 
 static const char *const fx_names[] = {
@@ -151,10 +153,153 @@ static void move(conn *c, bool from_client, size_t n)
     conn_touch(c);
 }
 
+/* ---- pinned bodies (SPEC part 2, "Pinned artifacts") ----
+ *
+ * The body of a 2xx to a GET rule with digests is hashed as it is moved;
+ * the bytes that complete it (the last of a Content-Length body, the last
+ * chunk of a chunked one) are hashed first and moved only once the digest
+ * matched: they arrive in the same pass, so nothing waits in memory.
+ *
+ * Beyond SPEC, a body is first held whole, up to [tls] pin_hold_kib and while
+ * the gate-wide PIN_HOLD_TOTAL allows, and reaches the client only once it
+ * matched: npm (pacote) extracts a tarball as it downloads it, so a swapped
+ * package relayed up to its held-back end would already be written under
+ * node_modules (and removed again) when the reset comes. Held, a swapped
+ * artifact of that size never reaches the client at all. A bigger body, or
+ * one over the budget, is let go and streams as SPEC says. */
+#define PIN_HOLD_TOTAL ((size_t)256 << 20)
+
+static size_t pin_hold_max(const conn *c)
+{
+    return (size_t)c->pol->pin_hold_kib << 10;
+}
+
+static _Atomic size_t pin_held_total;
+
+void exchange_release_hold(conn *c)
+{
+    if (c->x.pin_held) {
+        evbuffer_free(c->x.pin_held);
+        c->x.pin_held = NULL;
+    }
+    if (c->x.pin_reserved) {
+        atomic_fetch_sub(&pin_held_total, c->x.pin_reserved);
+        c->x.pin_reserved = 0;
+    }
+}
+
+/* Let a held body go to the client: it streams from here on. Its budget
+ * stays reserved until the exchange ends, since its bytes are now waiting
+ * in the client's output. */
+static void pin_unhold(conn *c)
+{
+    if (!c->x.pin_held)
+        return;
+    evbuffer_add_buffer(c->cli->out, c->x.pin_held);
+    evbuffer_free(c->x.pin_held);
+    c->x.pin_held = NULL;
+}
+
+/* Hold the first n bytes of in, if the body is being held and there is
+ * room; false (and the body let go) when not. */
+static bool pin_hold(conn *c, struct evbuffer *in, size_t n)
+{
+    if (!c->x.pin_held)
+        return false;
+    if (c->x.pin_reserved + n > pin_hold_max(c) ||
+        atomic_fetch_add(&pin_held_total, n) + n > PIN_HOLD_TOTAL) {
+        if (c->x.pin_reserved + n <= pin_hold_max(c))
+            atomic_fetch_sub(&pin_held_total, n);   /* the add above was made */
+        pin_unhold(c);
+        return false;
+    }
+    c->x.pin_reserved += n;
+    evbuffer_remove_buffer(in, c->x.pin_held, n);
+    c->x.bytes_down += n;
+    conn_touch(c);
+    return true;
+}
+
+static bool pinned(const conn *c)
+{
+    return c->x.rule && sl_entry_is_rule(c->x.rule) && c->x.rule->ndigests > 0;
+}
+
+static void pin_data(void *ctx, const char *p, size_t n)
+{
+    sl_pin_update(ctx, p, n);
+}
+
+/* Hash the first n bytes of in. */
+static void pin_hash(sl_pin *pin, struct evbuffer *in, size_t n)
+{
+    struct evbuffer_ptr at;
+    evbuffer_ptr_set(in, &at, 0, EVBUFFER_PTR_SET);
+    while (n > 0) {
+        struct evbuffer_iovec v[16];
+        int nv = evbuffer_peek(in, (ev_ssize_t)n, &at, v, 16);
+        if (nv <= 0)
+            return;
+        for (int i = 0; i < nv && i < 16 && n > 0; i++) {
+            size_t len = v[i].iov_len < n ? v[i].iov_len : n;
+            sl_pin_update(pin, v[i].iov_base, len);
+            n -= len;
+            evbuffer_ptr_set(in, &at, len, EVBUFFER_PTR_ADD);
+        }
+    }
+}
+
+/* The body is whole: true if it matched. On a mismatch both connections
+ * are reset (conn_reset): the client never gets the end of the body. */
+static bool pin_verdict(conn *c)
+{
+    char actual[SL_PIN_ACTUAL_MAX];
+    bool ok = sl_pin_finish(c->x.pin, actual, sizeof actual);
+    sl_pin_free(c->x.pin);
+    c->x.pin = NULL;
+    if (ok)
+        return true;
+    /* The rule's digests, while they fit a log line's room for them; the
+     * rest are counted (the line names the rule, which has them all). */
+    const sl_entry *r = c->x.rule;
+    size_t cap = 3000, off = 0, i = 0;
+    char *expected = malloc(cap);
+    if (expected) {
+        expected[0] = '\0';
+        for (; i < r->ndigests && off + strlen(r->digests[i]) + 2 < cap; i++)
+            off += (size_t)snprintf(expected + off, cap - off, "%s%s", i ? " " : "", r->digests[i]);
+        c->x.expected_more = r->ndigests - i;
+    }
+    c->x.expected = expected;
+    c->x.actual = strdup(actual);
+    c->x.verdict = "integrity_mismatch";
+    c->x.end_detail = "the body does not hash to a digest its rule pins; both connections were reset "
+                      "before its end";
+    conn_reset(c, "integrity_mismatch");
+    return false;
+}
+
+/* Why a pinned 2xx response cannot be checked (SPEC), or NULL. */
+static const char *pin_unverifiable(const sl_http_head *h, body_kind kind)
+{
+    for (size_t i = 0; i < h->nheaders; i++) {
+        const sl_http_header *hd = &h->headers[i];
+        if (sl_http_header_is(hd, "content-encoding") &&
+            !(hd->value.len == 8 && strncasecmp(hd->value.p, "identity", 8) == 0))
+            return "the origin's response has a Content-Encoding other than identity: a digest pins "
+                   "the artifact's own bytes";
+    }
+    if (kind == BODY_UNTIL_CLOSE)
+        return "the origin's response has neither Content-Length nor chunked framing: its end, and "
+               "so its digest, cannot be known before the client has it";
+    return NULL;
+}
+
 /* Feed up to `max` bytes of src's input to the chunked parser, segment by
- * segment (no copy into one block). Returns the bytes that belong to the
- * body, or -1 on a syntax error. */
-static long feed_chunked(sl_chunked *ch, struct evbuffer *in, size_t max, const char **err)
+ * segment (no copy into one block); the chunk data goes to pin when there
+ * is one. Returns the bytes that belong to the body, or -1 on a syntax
+ * error. */
+static long feed_chunked(sl_chunked *ch, struct evbuffer *in, size_t max, const char **err, sl_pin *pin)
 {
     struct evbuffer_iovec v[8];
     int nv = evbuffer_peek(in, (ev_ssize_t)max, NULL, v, 8);
@@ -163,7 +308,8 @@ static long feed_chunked(sl_chunked *ch, struct evbuffer *in, size_t max, const 
         size_t len = v[i].iov_len;
         if (len > max - (size_t)total)
             len = max - (size_t)total;
-        long k = sl_chunked_feed(ch, v[i].iov_base, len, err);
+        long k = pin ? sl_chunked_feed_data(ch, v[i].iov_base, len, err, pin_data, pin)
+                     : sl_chunked_feed(ch, v[i].iov_base, len, err);
         if (k < 0)
             return -1;
         total += k;
@@ -173,10 +319,12 @@ static long feed_chunked(sl_chunked *ch, struct evbuffer *in, size_t max, const 
 
 /* Move body bytes from one side to the other, up to the body's end, while
  * the destination has room. False on a malformed body (*err says why);
- * nothing of this pass's bytes is moved then. */
+ * nothing of this pass's bytes is moved then. A pinned body that fails its
+ * digest resets the connection (true, and conn_live() is false). */
 static bool pump_body(conn *c, body *b, bool from_client, const char **err)
 {
     sl_stream *src = from_client ? c->cli : c->up, *dst = from_client ? c->up : c->cli;
+    sl_pin *pin = from_client ? NULL : c->x.pin;
     while (!b->done && in_len(src) > 0 && out_len(dst) < CONN_OUT_HIGH) {
         size_t avail = in_len(src);
         switch (b->kind) {
@@ -185,15 +333,46 @@ static bool pump_body(conn *c, body *b, bool from_client, const char **err)
             break;
         case BODY_LENGTH: {
             size_t n = b->remaining < avail ? (size_t)b->remaining : avail;
+            if (pin) {
+                pin_hash(pin, src->in, n);
+                bool last = n == b->remaining;
+                if (pin_hold(c, src->in, n)) {
+                    b->remaining -= n;
+                    b->done = last;
+                    if (last) {
+                        if (!pin_verdict(c))
+                            return true;   /* reset: the held body goes with the exchange */
+                        pin_unhold(c);
+                    }
+                    break;
+                }
+                if (last && !pin_verdict(c))
+                    return true;   /* the last bytes stay unsent: reset */
+                pin = c->x.pin;    /* NULL once the verdict is in */
+            }
             move(c, from_client, n);
             b->remaining -= n;
             b->done = b->remaining == 0;
             break;
         }
         case BODY_CHUNKED: {
-            long k = feed_chunked(&b->chunked, src->in, avail < 65536 ? avail : 65536, err);
+            bool had_data = pin && sl_chunked_data_done(&b->chunked);
+            long k = feed_chunked(&b->chunked, src->in, avail < 65536 ? avail : 65536, err, pin);
             if (k < 0)
                 return false;
+            bool verdict = pin && !had_data && sl_chunked_data_done(&b->chunked);
+            bool held = pin && k > 0 && pin_hold(c, src->in, (size_t)k);
+            if (verdict) {
+                /* The last chunk is in this pass: none of it goes before the verdict. */
+                if (!pin_verdict(c))
+                    return true;
+                pin_unhold(c);
+                pin = NULL;
+            }
+            if (held) {
+                b->done = b->chunked.done;
+                break;
+            }
             if (from_client && c->x.cred && b->chunked.trailer_field) {
                 /* A trailer could carry the credential's header beside the
                  * gate's (an origin may merge trailers into the head): not
@@ -255,6 +434,20 @@ static void exchange_fail(conn *c, int status, const char *end, const char *fmt,
     c->x.status = status;
     sl_reply_error(c->cli->out, status, detail);
     conn_finish(c, end);
+}
+
+/* A pinned 2xx that cannot be checked: refused instead of relayed (its
+ * head has not gone to the client), and the origin connection dropped. */
+static void refuse_unverifiable(conn *c, const char *why)
+{
+    c->x.verdict = "integrity_unverifiable";
+    c->x.status = 403;
+    c->x.end_detail = why;
+    char detail[400];
+    snprintf(detail, sizeof detail, "%s is pinned by %s:%d, but %s.", c->x.path ? c->x.path : "This artifact",
+             c->x.rule->file, c->x.rule->line, why);
+    sl_reply_refusal(c->cli->out, 403, "integrity_unverifiable", detail);
+    conn_finish(c, "refused");
 }
 
 /* The response has left the origin whole: the next request may come once
@@ -377,6 +570,21 @@ static bool pump_heads(conn *c)
             b->kind = BODY_UNTIL_CLOSE;
             c->x.client_close = true;   /* only the close can tell the client it ended */
         }
+        if (pinned(c) && h.status >= 200 && h.status < 300 && b->kind != BODY_NONE) {
+            const char *why = pin_unverifiable(&h, b->kind);
+            if (why) {
+                refuse_unverifiable(c, why);
+                return false;
+            }
+            c->x.pin = sl_pin_new(c->x.rule->digests, c->x.rule->ndigests);
+            c->x.pin_held = c->x.pin && pin_hold_max(c) > 0 &&
+                                    (b->kind != BODY_LENGTH || b->remaining <= pin_hold_max(c))
+                                ? evbuffer_new() : NULL;   /* a bigger one streams from the start */
+            if (!c->x.pin) {
+                conn_close(c, "out_of_memory");
+                return false;
+            }
+        }
         c->x.resp_close = h.conn_close;
         if (!c->x.req.done) {
             /* An early answer (a 413, say): the rest of the body is not
@@ -391,6 +599,8 @@ static bool pump_heads(conn *c)
         evbuffer_drain(in, h.head_len);
         conn_touch(c);
         exchange_set(c, FX_RESPONSE);
+        if (c->x.pin && b->done && !pin_verdict(c))
+            return false;   /* an empty body that is not the pinned one */
     }
     if ((c->fx == FX_REQUEST || c->fx == FX_AWAIT) && (c->up->eof || c->up->error) &&
         out_len(c->cli) < CONN_OUT_HIGH) {
@@ -410,6 +620,8 @@ static void pump_response(conn *c)
         exchange_fail(c, 502, "bad_response_body", "The origin's response body is malformed: %s.", err);
         return;
     }
+    if (!conn_live(c))
+        return;   /* a pinned body failed its digest */
     if (!c->x.resp.done && c->up->eof && in_len(c->up) == 0) {
         if (c->x.resp.kind != BODY_UNTIL_CLOSE) {
             exchange_fail(c, 502, "origin_eof", "The origin closed the connection before the response ended.");

@@ -83,8 +83,51 @@ static bool build_upstream_head(conn *c, const sl_http_head *h, sl_span path, in
     return true;
 }
 
+/* Whether a line of the open upstream head (sluice's own: "Name: value"
+ * lines it wrote from checked headers) names this field; with drop, such
+ * lines are taken out. */
+static bool head_field(struct evbuffer *head, const char *name, bool drop)
+{
+    size_t len = evbuffer_get_length(head), nlen = strlen(name);
+    const char *p = (const char *)evbuffer_pullup(head, (ev_ssize_t)len);
+    if (!p)
+        return false;
+    bool found = false;
+    const char *first_eol = memchr(p, '\n', len);
+    size_t off = first_eol ? (size_t)(first_eol - p) + 1 : len;   /* past the request line */
+    struct evbuffer *kept = drop ? evbuffer_new() : NULL;
+    if (kept)
+        evbuffer_add(kept, p, off);
+    while (off < len) {
+        const char *eol = memchr(p + off, '\n', len - off);
+        size_t n = eol ? (size_t)(eol - (p + off)) + 1 : len - off;
+        bool hit = n > nlen && p[off + nlen] == ':' && strncasecmp(p + off, name, nlen) == 0;
+        found |= hit;
+        if (kept && !hit)
+            evbuffer_add(kept, p + off, n);
+        off += n;
+    }
+    if (kept && found) {
+        evbuffer_drain(head, len);
+        evbuffer_add_buffer(head, kept);
+    }
+    if (kept)
+        evbuffer_free(kept);
+    return found;
+}
+
+static bool pinned(const conn *c)
+{
+    return c->x.rule && sl_entry_is_rule(c->x.rule) && c->x.rule->ndigests > 0;
+}
+
 void request_seal_head(conn *c)
 {
+    if (pinned(c)) {
+        /* The digest is over the bytes as stored: no content coding. */
+        head_field(c->x.up_head, "accept-encoding", true);
+        evbuffer_add(c->x.up_head, "Accept-Encoding: identity\r\n", 27);
+    }
     if (c->x.cred)
         evbuffer_add_printf(c->x.up_head, "%s: %s\r\n", c->x.cred->header, c->x.cred->value);
     evbuffer_add(c->x.up_head, "\r\n", 2);
@@ -151,6 +194,13 @@ bool request_rules(conn *c)
         return false;
     }
     c->x.rule = rule;
+    if (pinned(c) && head_field(c->x.up_head, "range", false)) {
+        /* Part of a pinned artifact cannot be checked against its digest. */
+        conn_refuse(c, 403, "integrity_unverifiable",
+                    "%s is pinned by %s:%d: only the whole artifact can be checked against its digest, "
+                    "so a Range request for it is refused.", c->x.path, rule->file, rule->line);
+        return false;
+    }
     /* A secret goes only into TLS the gate verified, never in the clear,
      * and never in a TRACE, whose response is the request itself (RFC 9110
      * 9.3.8): the client's own value of the header is dropped all the same. */

@@ -25,6 +25,7 @@
 
 #include <mbedtls/asn1.h>
 #include <mbedtls/asn1write.h>
+#include <mbedtls/base64.h>
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/ecp.h>
 #include <mbedtls/entropy.h>
@@ -35,6 +36,7 @@
 #include <mbedtls/platform.h>
 #include <mbedtls/platform_util.h>
 #include <mbedtls/sha256.h>
+#include <mbedtls/sha512.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_ticket.h>
 #include <mbedtls/version.h>
@@ -82,6 +84,131 @@ void sl_chain_next(const char *prev, size_t prev_len, const char *text, size_t t
     mbedtls_sha256_finish_ret(&ctx, digest);
     mbedtls_sha256_free(&ctx);
     to_hex(digest, sizeof digest, out_hex);
+}
+
+/* ---- pinned bodies ---- */
+
+enum { PIN_SHA256, PIN_SHA384, PIN_SHA512, PIN_NALG };
+
+struct sl_pin {
+    bool on[PIN_NALG];
+    int order[PIN_NALG];                /* algorithms in the rule's first-named order */
+    int norder;
+    bool ni;                            /* sha256 on the SHA extensions */
+    sl_sha256ni ni256;
+    mbedtls_sha256_context c256;
+    mbedtls_sha512_context c384, c512;
+    const char *const *digests;         /* the rule's: it outlives the exchange */
+    size_t ndigests;
+};
+
+static int pin_alg(const char *d)
+{
+    if (!strncmp(d, "sha256-", 7))
+        return PIN_SHA256;
+    if (!strncmp(d, "sha384-", 7))
+        return PIN_SHA384;
+    if (!strncmp(d, "sha512-", 7))
+        return PIN_SHA512;
+    return -1;
+}
+
+sl_pin *sl_pin_new(const char *const *digests, size_t n)
+{
+    sl_pin *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->digests = digests;
+    p->ndigests = n;
+    for (size_t i = 0; i < n; i++) {
+        int a = pin_alg(digests[i]);
+        if (a < 0 || p->on[a])
+            continue;
+        p->on[a] = true;
+        p->order[p->norder++] = a;
+    }
+    if (!p->norder) {
+        free(p);
+        return NULL;
+    }
+    if (p->on[PIN_SHA256]) {
+        p->ni = sl_sha256ni_available();
+        if (p->ni) {
+            sl_sha256ni_init(&p->ni256);
+        } else {
+            mbedtls_sha256_init(&p->c256);
+            mbedtls_sha256_starts_ret(&p->c256, 0);
+        }
+    }
+    if (p->on[PIN_SHA384]) {
+        mbedtls_sha512_init(&p->c384);
+        mbedtls_sha512_starts_ret(&p->c384, 1);
+    }
+    if (p->on[PIN_SHA512]) {
+        mbedtls_sha512_init(&p->c512);
+        mbedtls_sha512_starts_ret(&p->c512, 0);
+    }
+    return p;
+}
+
+void sl_pin_update(sl_pin *p, const void *data, size_t len)
+{
+    if (p->on[PIN_SHA256]) {
+        if (p->ni)
+            sl_sha256ni_update(&p->ni256, data, len);
+        else
+            mbedtls_sha256_update_ret(&p->c256, data, len);
+    }
+    if (p->on[PIN_SHA384])
+        mbedtls_sha512_update_ret(&p->c384, data, len);
+    if (p->on[PIN_SHA512])
+        mbedtls_sha512_update_ret(&p->c512, data, len);
+}
+
+bool sl_pin_finish(sl_pin *p, char *actual, size_t cap)
+{
+    static const char *const names[PIN_NALG] = { "sha256-", "sha384-", "sha512-" };
+    static const size_t lens[PIN_NALG] = { 32, 48, 64 };
+    char sri[PIN_NALG][100];
+    unsigned char md[64];
+    for (int a = 0; a < PIN_NALG; a++) {
+        if (!p->on[a])
+            continue;
+        if (a == PIN_SHA256 && p->ni)
+            sl_sha256ni_final(&p->ni256, md);
+        else if (a == PIN_SHA256)
+            mbedtls_sha256_finish_ret(&p->c256, md);
+        else
+            mbedtls_sha512_finish_ret(a == PIN_SHA384 ? &p->c384 : &p->c512, md);
+        size_t olen = 0;
+        memcpy(sri[a], names[a], 7);
+        mbedtls_base64_encode((unsigned char *)sri[a] + 7, sizeof sri[a] - 7, &olen, md, lens[a]);
+        sri[a][7 + olen] = '\0';
+    }
+    bool match = false;
+    for (size_t i = 0; i < p->ndigests && !match; i++) {
+        int a = pin_alg(p->digests[i]);
+        match = a >= 0 && !strcmp(sri[a], p->digests[i]);
+    }
+    size_t off = 0;
+    if (cap)
+        actual[0] = '\0';
+    for (int k = 0; k < p->norder && off < cap; k++)
+        off += (size_t)snprintf(actual + off, cap - off, "%s%s", k ? " " : "", sri[p->order[k]]);
+    return match;
+}
+
+void sl_pin_free(sl_pin *p)
+{
+    if (!p)
+        return;
+    if (p->on[PIN_SHA256] && !p->ni)
+        mbedtls_sha256_free(&p->c256);
+    if (p->on[PIN_SHA384])
+        mbedtls_sha512_free(&p->c384);
+    if (p->on[PIN_SHA512])
+        mbedtls_sha512_free(&p->c512);
+    free(p);
 }
 
 void sl_random_hex(char *out, size_t n)

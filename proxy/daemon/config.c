@@ -34,6 +34,7 @@ static void set_defaults(sl_policy *p)
     p->connect_ms = 10000;
     p->idle_ms = 300000;
     p->tls_leaf_days = 7;
+    p->pin_hold_kib = 8192;
 }
 #define DEFAULT_LISTEN "127.0.0.1:3128"
 #define DEFAULT_LOG "-"
@@ -343,7 +344,7 @@ enum key_id {
     K_DNS_SERVER, K_DNS_TIMEOUT, K_MIN_TTL, K_MAX_TTL,
     K_HEADER_MS, K_CONNECT_MS, K_IDLE_MS,
     K_LOG_PATH, K_ADMIN_LISTEN,
-    K_TLS_CA_CERT, K_TLS_CA_KEY, K_TLS_UPSTREAM_CA, K_TLS_LEAF_DAYS,
+    K_TLS_CA_CERT, K_TLS_CA_KEY, K_TLS_UPSTREAM_CA, K_TLS_LEAF_DAYS, K_TLS_PIN_HOLD,
     K_CRED_FILE, K_CRED_SECRET_DIR,
 };
 
@@ -378,6 +379,7 @@ static const struct key {
     { "tls", "ca_key", K_TLS_CA_KEY, false },
     { "tls", "upstream_ca", K_TLS_UPSTREAM_CA, false },
     { "tls", "leaf_days", K_TLS_LEAF_DAYS, false },
+    { "tls", "pin_hold_kib", K_TLS_PIN_HOLD, false },
     { "credentials", "file", K_CRED_FILE, false },
     { "credentials", "secret_dir", K_CRED_SECRET_DIR, false },
 };
@@ -545,6 +547,9 @@ static int on_key(void *user, const char *section, const char *name, const char 
     }
     case K_TLS_LEAF_DAYS:
         set_ms(l, name, value, 1, 825, &p->tls_leaf_days);
+        break;
+    case K_TLS_PIN_HOLD:
+        set_ms(l, name, value, 0, 65536, &p->pin_hold_kib);
         break;
     case K_ADMIN_LISTEN:
         if (value[0] != '\0') {
@@ -1033,6 +1038,7 @@ void sl_policy_print(const sl_policy *p, FILE *out)
     fprintf(out, "  ca_key         %s\n", p->tls_ca_key ? p->tls_ca_key : "(not set)");
     fprintf(out, "  upstream_ca    %s\n", p->tls_upstream_ca);
     fprintf(out, "  leaf_days      %d\n", p->tls_leaf_days);
+    fprintf(out, "  pin_hold_kib   %d\n", p->pin_hold_kib);
     sl_credentials_print(p, out);
 }
 

@@ -95,6 +95,7 @@ typedef struct sl_policy {
     char *tls_ca_cert, *tls_ca_key;
     char *tls_upstream_ca;      /* default SL_DEFAULT_UPSTREAM_CA */
     int tls_leaf_days;          /* 1..825, default 7 */
+    int pin_hold_kib;           /* a pinned body up to this is held whole until verified; 0..65536, default 8192 */
     bool inspects;              /* some request rule exists */
     struct sl_tls_server *tls_server;   /* the CA and its leaves (tls.h); NULL unless inspecting */
     struct sl_tls_client *tls_client;   /* upstream_ca, for the origins' certificates */

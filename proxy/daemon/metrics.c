@@ -23,14 +23,15 @@ static const char *const decision_allow[] = { "allowlisted", "inspected", "rule"
 static const char *const decision_deny[] = {
     "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address", "dns_error",
     "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch", "too_many_clients",
-    "log_unavailable", "shutdown", "rule_not_matched", "upstream_tls_failed", "other",
+    "log_unavailable", "shutdown", "rule_not_matched", "upstream_tls_failed", "integrity_unverifiable",
+    "other",
 };
 /* Requests inside an inspected tunnel: refused by the rules or the path
  * check, or failed on the way to the origin (a reconnect). */
 static const char *const request_allow[] = { "rule", "other" };
 static const char *const request_deny[] = {
     "rule_not_matched", "bad_request", "upstream_tls_failed", "connect_failed", "connect_timeout",
-    "log_unavailable", "other",
+    "log_unavailable", "integrity_mismatch", "integrity_unverifiable", "other",
 };
 _Static_assert(COUNT(decision_deny) <= MAX_REASONS && COUNT(request_deny) <= MAX_REASONS, "MAX_REASONS");
 

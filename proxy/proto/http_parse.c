@@ -673,6 +673,17 @@ static int hexval(unsigned char ch)
 
 long sl_chunked_feed(sl_chunked *c, const char *buf, size_t len, const char **err)
 {
+    return sl_chunked_feed_data(c, buf, len, err, NULL, NULL);
+}
+
+bool sl_chunked_data_done(const sl_chunked *c)
+{
+    return c->state >= CH_TRAILER_START && c->state <= CH_DONE;
+}
+
+long sl_chunked_feed_data(sl_chunked *c, const char *buf, size_t len, const char **err,
+                          sl_chunk_data_fn data, void *ctx)
+{
     const char *e = NULL;
     size_t i = 0;
     if (len > (size_t)LONG_MAX) /* the count must fit the return type */
@@ -753,6 +764,8 @@ long sl_chunked_feed(sl_chunked *c, const char *buf, size_t len, const char **er
             size_t take = len - i;
             if ((uint64_t)take > c->remaining)
                 take = (size_t)c->remaining;
+            if (data && take)
+                data(ctx, buf + i, take);
             c->remaining -= take;
             i += take;
             if (c->remaining == 0)

@@ -143,6 +143,17 @@ void sl_chunked_init(sl_chunked *c);
  * trailer lines must be "token:value" without CTLs or obs-fold. */
 long sl_chunked_feed(sl_chunked *c, const char *buf, size_t len, const char **err);
 
+/* The same, and data(ctx, p, n) is called for each run of chunk data in
+ * buf (the body's content without its framing), in order: a pinned body is
+ * hashed over these bytes. */
+typedef void (*sl_chunk_data_fn)(void *ctx, const char *p, size_t n);
+long sl_chunked_feed_data(sl_chunked *c, const char *buf, size_t len, const char **err,
+                          sl_chunk_data_fn data, void *ctx);
+
+/* Whether the last chunk's size line has been read: all the content is in,
+ * only trailers and the final CRLF may follow. */
+bool sl_chunked_data_done(const sl_chunked *c);
+
 /* Whether a response to a request with `method` and status carries a body
  * (no body for HEAD, 1xx, 204, 304, nor for a 2xx to CONNECT). */
 bool sl_http_response_has_body(sl_http_method request_method, int status);

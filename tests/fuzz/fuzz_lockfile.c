@@ -15,14 +15,22 @@
  * (-Wl,--wrap=sl_project_file) so that a file the input does not provide
  * is absent, whatever its path ("/etc/passwd", "../x", "/dev/zero").
  *
+ * Every input is read twice, without and with --pins (sl_derived_set_pins),
+ * so that each reader's pins path (GET rules with digests, unpinned
+ * metadata rules, fallbacks that say why) is fuzzed on the same bytes.
+ *
  * Properties checked besides memory safety, leaks and UB:
  *   - a reader that fails says why (err->msg non-empty);
- *   - every derived entry is a valid allowlist entry that the daemon's
- *     parser reads back to the same text, entries come sorted and unique;
+ *   - every derived entry is a valid allowlist entry (or request rule)
+ *     that the daemon's parser reads back to the same text, entries come
+ *     sorted and unique; without --pins there are no rules; a rule is a
+ *     GET rule whose digests each pass sl_digest_check, and its line fits
+ *     an allowlist line (SL_ENTRY_LINE_MAX; derived-long-line);
  *   - the R1 text output has one line per entry, starting with the entry,
  *     with no control byte in its comment, and the daemon reads every line
  *     of it as an allowlist line;
- *   - the --format json output parses with jansson and lists every entry;
+ *   - the --format json output parses with jansson and lists every entry,
+ *     a rule with its method, path and digests;
  *   - a reader's includes hook (pip's -r/-c) names project files only. */
 #include <jansson.h>
 #include <stdint.h>
@@ -34,6 +42,7 @@
 #include "derive.h"
 #include "fuzz_util.h"
 #include "lockfile.h"
+#include "rules.h"
 
 #define PROJECT_DIR "fuzz"
 
@@ -96,10 +105,58 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void check_output(sl_derived *d)
+/* An entry's whole text (sl_entry_format cuts at its cap): a rule's line
+ * may be longer than an allowlist line can be, which is a finding. */
+static size_t entry_len(const sl_entry *e)
 {
+    char host[300];
+    if (!sl_entry_is_rule(e))
+        return strlen(sl_entry_format_host(e, host, sizeof host));
+    size_t n = strlen(e->methods) + 1 + strlen(sl_entry_format_host(e, host, sizeof host)) + strlen(e->path);
+    for (size_t i = 0; i < e->ndigests; i++)
+        n += 1 + strlen(e->digests[i]);
+    return n;
+}
+
+#define TEXT_CAP (SL_ENTRY_LINE_MAX + 1)
+
+static void check_rule(const sl_entry *e, const char *text, bool pins)
+{
+    char shown[700];
+    FUZZ_CHECK(pins, "a rule without --pins: '%s'", fuzz_show(text, strlen(text), shown, sizeof shown));
+    FUZZ_CHECK(!strcmp(e->methods, "GET"), "a derived rule for methods '%s'", e->methods);
+    FUZZ_CHECK(e->path && e->path[0] == '/', "a derived rule whose path does not start with '/'");
+    FUZZ_CHECK(e->kind == SL_ENTRY_EXACT, "a derived rule for a wildcard host: '%s'",
+               fuzz_show(text, strlen(text), shown, sizeof shown));
+    for (size_t k = 0; k < e->ndigests; k++) {
+        const char *bad = sl_digest_check(e->digests[k], strlen(e->digests[k]));
+        FUZZ_CHECK(!bad, "digest %zu of '%s' is not one a rule may carry: %s", k,
+                   fuzz_show(text, strlen(text), shown, sizeof shown), bad);
+        for (size_t j = 0; j < k; j++)
+            FUZZ_CHECK(strcmp(e->digests[j], e->digests[k]), "a digest twice in '%s'",
+                       fuzz_show(text, strlen(text), shown, sizeof shown));
+    }
+}
+
+static void check_output(sl_derived *d, bool pins)
+{
+    /* The count as a caller sees it first (config.c's add_derived asks
+     * before any entry): looking at the entries must not change it. */
     size_t n = sl_derived_count(d);
-    char prev[300] = "", text[300], err[512], shown[700];
+    if (getenv("FUZZ_LOCKFILE_SHOW")) {
+        fprintf(stderr, "--- %s (%zu entries counted first):\n", pins ? "--pins" : "without --pins", n);
+        sl_derived_print(d, stderr);
+    }
+    sl_derived_entry(d, 0, NULL, NULL);
+    FUZZ_CHECK_ID("derived-count-stale", sl_derived_count(d) == n,
+                  "sl_derived_count said %zu before the first entry was looked at, %zu after", n,
+                  sl_derived_count(d));
+    n = sl_derived_count(d);
+    char err[512], shown[700];
+    char *prev = malloc(TEXT_CAP), *text = malloc(TEXT_CAP), *again = malloc(TEXT_CAP);
+    if (!prev || !text || !again)
+        abort();
+    prev[0] = '\0';
 
     /* Entries: valid allowlist entries, sorted, unique. */
     sl_allowlist *al = sl_allowlist_new();
@@ -110,16 +167,32 @@ static void check_output(sl_derived *d)
         FUZZ_CHECK(e != NULL, "entry %zu of %zu missing", i, n);
         FUZZ_CHECK(nfiles > 0, "entry %zu has no provenance", i);
         FUZZ_CHECK(e->port >= 1 && e->port <= 65535, "entry port %d", e->port);
-        sl_entry_format(e, text, sizeof text);
+        sl_entry_format(e, text, TEXT_CAP);
+        size_t len = entry_len(e);
+        if (sl_entry_is_rule(e))
+            check_rule(e, text, pins);
         FUZZ_CHECK(i == 0 || strcmp(prev, text) < 0, "entries not sorted/unique: '%s' then '%s'",
-                   prev, text);
-        snprintf(prev, sizeof prev, "%s", text);
+                   fuzz_show(prev, strlen(prev), shown, sizeof shown), text);
+        memcpy(prev, text, strlen(text) + 1);
+        if (len > SL_ENTRY_LINE_MAX) {
+            /* Its line cannot be read back (the text output's check names it). */
+            FUZZ_CHECK_ID("derived-long-line", false, "entry %zu is %zu bytes, over an allowlist line's %d: '%.200s...'",
+                          i, len, SL_ENTRY_LINE_MAX, text);
+            continue;
+        }
+        if (sl_entry_is_rule(e) && e->ndigests + 2 > SL_ENTRY_FIELDS_MAX) {
+            FUZZ_CHECK_ID("derived-long-line", false, "entry %zu has %zu digests, over an allowlist line's %d fields",
+                          i, e->ndigests, SL_ENTRY_FIELDS_MAX);
+            continue;
+        }
         bool ok = sl_allowlist_add_line(al, text, strlen(text), "derived", (int)i + 1, err, sizeof err);
         FUZZ_CHECK(ok, "derived entry '%s' is not a valid allowlist line: %s",
                    fuzz_show(text, strlen(text), shown, sizeof shown), err);
-        char again[300];
-        sl_entry_format(sl_allowlist_entry(al, sl_allowlist_count(al) - 1), again, sizeof again);
-        FUZZ_CHECK(!strcmp(again, text), "derived entry '%s' reads back as '%s'", text, again);
+        const sl_entry *back = sl_allowlist_entry(al, sl_allowlist_count(al) - 1);
+        sl_entry_format(back, again, TEXT_CAP);
+        FUZZ_CHECK(!strcmp(again, text) && sl_entry_is_rule(back) == sl_entry_is_rule(e),
+                   "derived entry '%s' reads back as '%s'", fuzz_show(text, strlen(text), shown, sizeof shown),
+                   again);
     }
     sl_allowlist_free(al);
 
@@ -136,7 +209,7 @@ static void check_output(sl_derived *d)
         nl = memchr(p, '\n', (size_t)(buf + blen - p));
         FUZZ_CHECK(nl != NULL, "text output does not end in a newline");
         FUZZ_CHECK(lines < n, "text output has more lines than %zu entries", n);
-        sl_entry_format(sl_derived_entry(d, lines, NULL, NULL), text, sizeof text);
+        sl_entry_format(sl_derived_entry(d, lines, NULL, NULL), text, TEXT_CAP);
         size_t tl = strlen(text);
         FUZZ_CHECK((size_t)(nl - p) >= tl && !memcmp(p, text, tl) &&
                        (p + tl == nl || !memcmp(p + tl, "  # ", 4)),
@@ -172,12 +245,34 @@ static void check_output(sl_derived *d)
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
         const char *entry = json_string_value(json_object_get(o, "entry"));
-        sl_entry_format(sl_derived_entry(d, i, NULL, NULL), text, sizeof text);
-        FUZZ_CHECK(entry && !strcmp(entry, text), "JSON entry %zu is not '%s'", i, text);
+        const sl_entry *e = sl_derived_entry(d, i, NULL, NULL);
+        sl_entry_format(e, text, TEXT_CAP);
+        /* The JSON text is never cut: compare what the cap kept. */
+        FUZZ_CHECK(entry && !strncmp(entry, text, strlen(text)) && (strlen(entry) == entry_len(e)),
+                   "JSON entry %zu is not '%.300s'", i, text);
         FUZZ_CHECK(json_is_array(json_object_get(o, "files")), "JSON entry %zu has no files", i);
+        if (!sl_entry_is_rule(e)) {
+            FUZZ_CHECK(!json_object_get(o, "digests"), "JSON host entry %zu has digests", i);
+            continue;
+        }
+        const char *method = json_string_value(json_object_get(o, "method"));
+        const char *path = json_string_value(json_object_get(o, "path"));
+        json_t *digests = json_object_get(o, "digests");
+        FUZZ_CHECK(method && !strcmp(method, e->methods), "JSON rule %zu has method '%s'", i, method);
+        /* json_text turns a non-UTF-8 byte into '?': a path is ASCII. */
+        FUZZ_CHECK(path && !strcmp(path, e->path), "JSON rule %zu has path '%.300s'", i, path);
+        FUZZ_CHECK(json_is_array(digests) && json_array_size(digests) == e->ndigests,
+                   "JSON rule %zu does not list its %zu digests", i, e->ndigests);
+        for (size_t k = 0; k < e->ndigests; k++) {
+            const char *dg = json_string_value(json_array_get(digests, k));
+            FUZZ_CHECK(dg && !strcmp(dg, e->digests[k]), "JSON rule %zu: digest %zu differs", i, k);
+        }
     }
     json_decref(root);
     free(buf);
+    free(prev);
+    free(text);
+    free(again);
 }
 
 /* A file a reader's includes hook reports: a project file's path. */
@@ -217,22 +312,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = sl_project_file(proj, base, &len, &path, &e);
     FUZZ_CHECK(text != NULL, "the lockfile just put is missing");
 
-    sl_derived *out = sl_derived_new();
-    for (size_t i = 0; sl_lockreaders[i]; i++) {
-        const sl_lockreader *r = sl_lockreaders[i];
-        if (!r->recognises(base))
-            continue;
-        sl_lockerr re = { .msg = "" };
-        bool ok = r->read(path, text, len, proj, out, &re);
-        FUZZ_CHECK(ok || re.msg[0], "reader %s failed without a message", r->name);
-        FUZZ_CHECK(re.line >= 0, "reader %s: negative line %d", r->name, re.line);
-        if (r->includes)
-            r->includes(path, text, len, proj, check_include, NULL);
+    for (int pins = 0; pins <= 1; pins++) {
+        sl_derived *out = sl_derived_new();
+        sl_derived_set_pins(out, pins);
+        for (size_t i = 0; sl_lockreaders[i]; i++) {
+            const sl_lockreader *r = sl_lockreaders[i];
+            if (!r->recognises(base))
+                continue;
+            sl_lockerr re = { .msg = "" };
+            bool ok = r->read(path, text, len, proj, out, &re);
+            FUZZ_CHECK(ok || re.msg[0], "reader %s failed without a message%s", r->name,
+                       pins ? " (--pins)" : "");
+            FUZZ_CHECK(re.line >= 0, "reader %s: negative line %d", r->name, re.line);
+            if (r->includes && !pins)
+                r->includes(path, text, len, proj, check_include, NULL);
+        }
+        check_output(out, pins);
+        sl_derived_print(out, g_devnull);
+        sl_derived_free(out);
     }
-    check_output(out);
-    sl_derived_print(out, g_devnull);
 
-    sl_derived_free(out);
     sl_project_free(proj);
     for (size_t i = 0; i < g_narena; i++)
         free(g_arena[i]);

@@ -11,6 +11,7 @@ when this process still sees a network, each run is wrapped in
 """
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -375,3 +376,85 @@ def test_an_include_of_another_readers_file_hides_nothing(offline, tmp_path):
     assert code == 0, stderr
     assert hosts(stdout) == ["files.pythonhosted.org:443", "proxy.golang.org:443", "pypi.org:443",
                              "storage.googleapis.com:443"]
+
+
+# --- --pins: every fixture's output is an allowlist the gate loads ----------
+
+def pins_cases():
+    return sorted(p for p in HERE.glob("*/pins-*") if (p / "expected.txt").exists())
+
+
+@pytest.fixture(scope="module")
+def inspection_ca(tmp_path_factory):
+    """Request rules need [tls] ca_cert and ca_key: one CA for every check."""
+    ca = tmp_path_factory.mktemp("pins") / "ca"
+    r = subprocess.run([str(binary()), "ca", "init", str(ca)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return ca
+
+
+ALLOWLIST_COUNTS = re.compile(r"^allowlist: (\d+) entr(?:y|ies)(?:, (\d+) request rules?)?", re.M)
+CHECK_HOST = re.compile(r"^  (\S+)$")
+CHECK_RULE = re.compile(r"^    GET (/\S*)((?: sha(?:256|384|512)-\S+)*) +(\S+):(\d+)$")
+
+
+def checked_rules(stdout):
+    """The request rules `sluice check` lists: (host:port, path, digests, line)."""
+    rules, host, inside = set(), None, False
+    for line in stdout.splitlines():
+        if line.startswith("inspected hosts:"):
+            inside = True
+            continue
+        if inside and line and not line.startswith(" "):
+            break
+        m = CHECK_HOST.match(line) if inside else None
+        if m:
+            host = m.group(1)
+            continue
+        m = CHECK_RULE.match(line) if inside else None
+        if m:
+            rules.add((host, m.group(1), tuple(m.group(2).split()), int(m.group(4))))
+    return rules
+
+
+@pytest.mark.parametrize("case", pins_cases(), ids=case_id)
+def test_pins_output_is_an_allowlist_the_gate_loads(case, offline, inspection_ca, tmp_path):
+    """What `allow-from-lockfile --pins` printed for the case, loaded as the
+    gate's allowlist: it must load, and every rule must be read with the host,
+    path and digests it was written with (a line the parser took for a plain
+    entry, or cut short, would allow something else)."""
+    expected = case / "expected.txt"
+    config = tmp_path / "sluice.ini"
+    config.write_text("[proxy]\nlisten = 127.0.0.1:3128\n\n"
+                      f"[tls]\nca_cert = {inspection_ca}/ca.pem\nca_key = {inspection_ca}/ca.key\n\n"
+                      f"[policy]\nallowlist = {expected}\n")
+    env = {k: v for k, v in os.environ.items() if k.lower() not in PROXY_ENV}
+    env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0"
+    r = subprocess.run([*offline, str(binary()), "check", "-c", str(config)], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert not [m for m in SANITIZER_MARKERS if m in r.stderr], r.stderr
+    assert r.returncode == 0, r.stderr
+    # the only complaint allowed is a host entry shadowed by rules, which
+    # the output's own comment says
+    for line in r.stderr.splitlines():
+        assert "warning: " in line and "is shadowed by the request rules" in line, line
+
+    lines = read_text(expected).splitlines()
+    want = set()
+    for n, line in enumerate(lines, 1):
+        text = line.split("  # ", 1)[0].split()
+        if text and text[0] == "GET":
+            host, _, path = text[1].partition("/")
+            want.add((host, "/" + path, tuple(text[2:]), n))
+    m = ALLOWLIST_COUNTS.search(r.stdout)
+    assert m, r.stdout
+    assert (int(m.group(1)), int(m.group(2) or 0)) == (len(lines) - len(want), len(want))
+    assert checked_rules(r.stdout) == want
+
+
+def test_every_pins_output_has_rules_to_check():
+    """The test above reads the check's listing: a change to it that made
+    checked_rules() find nothing would make every case vacuous."""
+    assert pins_cases(), "no pins fixtures"
+    with_rules = [c for c in pins_cases() if "\nGET " in "\n" + read_text(c / "expected.txt")]
+    assert with_rules, "no pins fixture has a rule"

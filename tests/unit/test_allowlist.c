@@ -216,14 +216,24 @@ static void test_line_length(void **state)
 {
     (void)state;
     sl_allowlist *al = sl_allowlist_new();
-    char line[1100];
-    /* 1024 bytes: a short entry and a long comment is fine */
+    static char line[SL_ENTRY_LINE_MAX + 100];
+    /* SL_ENTRY_LINE_MAX bytes: a short entry and a long comment is fine */
     memset(line, ' ', sizeof line);
     memcpy(line, "example.org #", 13);
-    assert_true(sl_allowlist_add_line(al, line, 1024, "f", 1, errbuf, sizeof errbuf));
-    assert_false(sl_allowlist_add_line(al, line, 1025, "f", 2, errbuf, sizeof errbuf));
-    assert_non_null(strstr(errbuf, "longer than 1024"));
-    assert_int_equal(sl_allowlist_count(al), 1);
+    assert_true(sl_allowlist_add_line(al, line, SL_ENTRY_LINE_MAX, "f", 1, errbuf, sizeof errbuf));
+    assert_false(sl_allowlist_add_line(al, line, SL_ENTRY_LINE_MAX + 1, "f", 2, errbuf, sizeof errbuf));
+    assert_non_null(strstr(errbuf, "longer than 16384"));
+    /* a rule may carry SL_ENTRY_FIELDS_MAX - 2 digests, not more */
+    size_t n = (size_t)snprintf(line, sizeof line, "GET example.org/a.tgz");
+    static const char zeros[] = " sha256-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";   /* 32 zero bytes */
+    for (int i = 0; i < SL_ENTRY_FIELDS_MAX - 2; i++)
+        n += (size_t)snprintf(line + n, sizeof line - n, "%s", zeros);
+    assert_true(sl_allowlist_add_line(al, line, n, "f", 3, errbuf, sizeof errbuf));
+    assert_int_equal(sl_allowlist_entry(al, 1)->ndigests, SL_ENTRY_FIELDS_MAX - 2);
+    n += (size_t)snprintf(line + n, sizeof line - n, "%s", zeros);
+    assert_false(sl_allowlist_add_line(al, line, n, "f", 4, errbuf, sizeof errbuf));
+    assert_non_null(strstr(errbuf, "more than 256 fields"));
+    assert_int_equal(sl_allowlist_count(al), 2);
     sl_allowlist_free(al);
 }
 
@@ -610,7 +620,7 @@ static void test_load_file(void **state)
           "example.org extra\n"                                  /* 7 bad */
           "[2001:db8::7]:443\n",                                 /* 8 */
           f);
-    for (int i = 0; i < 1100; i++)                               /* 9 bad: too long */
+    for (int i = 0; i < SL_ENTRY_LINE_MAX + 100; i++)            /* 9 bad: too long */
         fputc(i < 11 ? "example.org"[i] : ' ', f);
     fputs("\n*.example.co.uk:8443\n"                             /* 10 */
           "example.org:0",                                       /* 11 bad, no final newline */
@@ -624,7 +634,7 @@ static void test_load_file(void **state)
     assert_int_equal(r.n, 5);
     const int bad_lines_at[] = {4, 6, 7, 9, 11};
     const char *bad_why[] = {"public suffix com", "ambiguous numeric", "unexpected text",
-                             "longer than 1024", "bad port"};
+                             "longer than 16384", "bad port"};
     for (int i = 0; i < 5; i++) {
         char prefix[128];
         snprintf(prefix, sizeof prefix, "%s:%d: ", path, bad_lines_at[i]);
@@ -945,22 +955,23 @@ static void test_rule_lines_bad(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* A rule whose host grows in its xn-- form past 1024 bytes is refused: its
- * printed form would not read back. One that fits prints in full. */
+/* A rule whose host grows in its xn-- form past SL_ENTRY_LINE_MAX bytes is
+ * refused: its printed form would not read back. One that fits prints in
+ * full. */
 static void test_rule_line_length(void **state)
 {
     (void)state;
-    char line[1100], buf[SL_ENTRY_LINE_MAX + 1];
+    static char line[SL_ENTRY_LINE_MAX + 100], buf[SL_ENTRY_LINE_MAX + 1];
     size_t n = (size_t)snprintf(line, sizeof line, "GET example.org/");
-    memset(line + n, 'a', 1024 - n);
-    line[1024] = '\0';
+    memset(line + n, 'a', SL_ENTRY_LINE_MAX - n);
+    line[SL_ENTRY_LINE_MAX] = '\0';
     sl_allowlist *al = sl_allowlist_new();
-    assert_true(sl_allowlist_add_line(al, line, 1024, "f", 1, errbuf, sizeof errbuf));
+    assert_true(sl_allowlist_add_line(al, line, SL_ENTRY_LINE_MAX, "f", 1, errbuf, sizeof errbuf));
     assert_string_equal(sl_entry_format(sl_allowlist_entry(al, 0), buf, sizeof buf), line);
     /* "ü" is 2 bytes written, "xn--tda" 7 once converted */
     n = (size_t)snprintf(line, sizeof line, "GET \xc3\xbc.example/");
-    memset(line + n, 'a', 1024 - n);
-    assert_false(sl_allowlist_add_line(al, line, 1024, "f", 2, errbuf, sizeof errbuf));
+    memset(line + n, 'a', SL_ENTRY_LINE_MAX - n);
+    assert_false(sl_allowlist_add_line(al, line, SL_ENTRY_LINE_MAX, "f", 2, errbuf, sizeof errbuf));
     assert_non_null(strstr(errbuf, "xn--"));
     assert_int_equal(sl_allowlist_count(al), 1);
     sl_allowlist_free(al);
@@ -1376,7 +1387,7 @@ static void test_suggest_rule_long(void **state)
     sl_host h;
     const char *err;
     assert_true(sl_host_parse("x.example", 9, &h, &err));
-    static char path[8192];
+    static char path[SL_ENTRY_LINE_MAX + 200];
     int bad = 0;
     for (size_t shift = 0; shift < 3; shift++) {
         /* "/" then "%41" repeated, shifted so that the cut falls on each
@@ -1390,7 +1401,7 @@ static void test_suggest_rule_long(void **state)
             n += 3;
         }
         for (size_t cap = 40; cap <= SL_ENTRY_LINE_MAX + 8; cap += cap < 60 ? 1 : 487) {
-            char buf[SL_ENTRY_LINE_MAX + 16];
+            static char buf[SL_ENTRY_LINE_MAX + 16];
             if (!sl_allowlist_suggest_rule(&h, 443, true, &cp, &hp, "GET", path, n, buf, cap)) {
                 print_error("no suggestion with cap %zu\n", cap);
                 bad++;

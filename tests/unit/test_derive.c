@@ -333,6 +333,197 @@ static void test_control_characters_in_file_names_stay_in_the_comment(void **sta
     sl_derived_free(d);
 }
 
+/* ---- --pins: rules, merging, fallbacks, digests ---- */
+
+#define D256A "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="   /* sha256 of "" */
+#define D512A "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg=="
+
+static void test_rules_print_sorted_before_hosts_with_digests_merged(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *a[] = { D512A }, *b[] = { D256A, D512A };
+    assert_true(sl_derived_add(d, "pypi.org", 8, 443, "r.txt", err, sizeof err));
+    assert_true(sl_derived_add_rule(d, "Registry.Example", 16, 443, "/x/-/x-1.tgz", 12, a, 1, "p/package-lock.json",
+                                    NULL, err, sizeof err));
+    /* the same pattern again, from another file: one rule, digests joined, no repeat;
+     * the first note given stays */
+    assert_true(sl_derived_add_rule(d, "registry.example", 16, 443, "/x/-/x-1.tgz", 12, b, 2, "q/package-lock.json",
+                                    "tarball", err, sizeof err));
+    assert_true(sl_derived_add_rule(d, "registry.example", 16, 443, "/x/-/x-1.tgz", 12, a, 1, "p/package-lock.json",
+                                    "a later note is not added", err, sizeof err));
+    assert_true(sl_derived_add_rule(d, "pypi.org", 8, 443, "/simple/x/", 10, NULL, 0, "r.txt", "index page", err,
+                                    sizeof err));
+    char *out = printed(d, false);
+    assert_string_equal(out,
+        "GET pypi.org:443/simple/x/  # r.txt: index page\n"
+        "GET registry.example:443/x/-/x-1.tgz " D512A " " D256A "  # p/package-lock.json, q/package-lock.json: tarball\n"
+        "pypi.org:443  # r.txt: shadowed: this host has request rules, which alone decide for it\n");
+    free(out);
+    /* what it prints, an allowlist reads back as the same rules */
+    out = printed(d, true);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    assert_non_null(j);
+    json_t *e1 = json_array_get(json_object_get(j, "entries"), 1);
+    assert_string_equal(json_string_value(json_object_get(e1, "path")), "/x/-/x-1.tgz");
+    assert_int_equal(json_array_size(json_object_get(e1, "digests")), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(j, "entries"), 0), "note")),
+                        "index page");
+    json_decref(j);
+    free(out);
+    sl_derived_free(d);
+}
+
+static void test_rule_inputs_are_validated(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *bad[] = { "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=" };
+    assert_false(sl_derived_add_rule(d, "h.example", 9, 443, "/a", 2, bad, 1, "f", NULL, err, sizeof err));
+    assert_non_null(strstr(err, "digest"));
+    assert_false(sl_derived_add_rule(d, "h.example", 9, 443, "/a/../b", 7, NULL, 0, "f", NULL, err, sizeof err));
+    assert_non_null(strstr(err, "cannot be a rule"));
+    assert_false(sl_derived_add_rule(d, "h.example", 9, 0, "/a", 2, NULL, 0, "f", NULL, err, sizeof err));
+    assert_false(sl_derived_add_rule(d, "*.example", 9, 443, "/a", 2, NULL, 0, "f", NULL, err, sizeof err));
+    assert_int_equal(sl_derived_count(d), 0);
+    sl_derived_free(d);
+}
+
+static void test_rule_urls_drop_query_and_fall_back_when_no_rule_can_name_them(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *a[] = { D256A };
+    const char *u1 = "https://files.example/p/a-1.whl?x=1#sha256=00";
+    assert_int_equal(sl_derived_add_rule_url(d, u1, strlen(u1), a, 1, "uv.lock", NULL, err, sizeof err), 1);
+    const char *u2 = "https://odd.example/a*b.tgz";
+    assert_int_equal(sl_derived_add_rule_url(d, u2, strlen(u2), a, 1, "uv.lock", NULL, err, sizeof err), 1);
+    const char *u3 = "./local/pkg.tgz";
+    assert_int_equal(sl_derived_add_rule_url(d, u3, strlen(u3), a, 1, "uv.lock", NULL, err, sizeof err), 0);
+    const char *u4 = "https://bad host/x";
+    assert_int_equal(sl_derived_add_rule_url(d, u4, strlen(u4), a, 1, "uv.lock", NULL, err, sizeof err), -1);
+    char *out = printed(d, false);
+    assert_string_equal(out,
+        "GET files.example:443/p/a-1.whl " D256A "  # uv.lock\n"
+        "odd.example:443  # uv.lock: not pinned: its URL's path cannot be a rule (a '*' in it would be a wildcard)\n");
+    free(out);
+    sl_derived_free(d);
+}
+
+/* A fallback with a path is a host entry where the host has no rules, and an
+ * unpinned rule where it has (a host entry there would allow nothing). */
+static void test_fallbacks_follow_the_host(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *a[] = { D512A };
+    const char *g = "git+https://codeload.example/o/r/tar.gz/abc";
+    assert_int_equal(sl_derived_add_fallback_url(d, g, strlen(g), "package-lock.json", "a git dependency has no digest",
+                                                 err, sizeof err), 1);
+    const char *s1 = "https://registry.example/old/-/old-1.tgz";
+    assert_int_equal(sl_derived_add_fallback_url(d, s1, strlen(s1), "package-lock.json", "only a sha1 digest",
+                                                 err, sizeof err), 1);
+    const char *p = "https://registry.example/new/-/new-1.tgz";
+    assert_int_equal(sl_derived_add_rule_url(d, p, strlen(p), a, 1, "package-lock.json", NULL, err, sizeof err), 1);
+    assert_true(sl_derived_add_fallback(d, "proxy.example", 13, 443, NULL, 0, "go.sum", "h1: hashes a file tree",
+                                        err, sizeof err));
+    char *out = printed(d, false);
+    assert_string_equal(out,
+        "GET registry.example:443/new/-/new-1.tgz " D512A "  # package-lock.json\n"
+        "GET registry.example:443/old/-/old-1.tgz  # package-lock.json: not pinned: only a sha1 digest\n"
+        "codeload.example:443  # package-lock.json: a git dependency has no digest\n"
+        "proxy.example:443  # go.sum: h1: hashes a file tree\n");
+    free(out);
+    /* a pinned rule for the pattern of an unpinned one: the bytes must match */
+    assert_int_equal(sl_derived_add_rule_url(d, s1, strlen(s1), a, 1, "other.json", NULL, err, sizeof err), 1);
+    out = printed(d, false);
+    assert_non_null(strstr(out, "GET registry.example:443/old/-/old-1.tgz " D512A "  # package-lock.json, other.json"));
+    free(out);
+    sl_derived_free(d);
+}
+
+/* A set that holds only fallbacks with a path still counts and prints them
+ * (they are resolved when first looked at, count and print included). */
+static void test_fallbacks_alone_are_counted_and_printed(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    const char *w = "https://services.example/dist/tool-1.zip";
+    assert_int_equal(sl_derived_add_fallback_url(d, w, strlen(w), "wrapper.properties", "no checksum", err,
+                                                 sizeof err), 1);
+    assert_int_equal(sl_derived_count(d), 1);
+    char *out = printed(d, false);
+    assert_string_equal(out, "services.example:443  # wrapper.properties: no checksum\n");
+    free(out);
+    sl_derived_free(d);
+    d = sl_derived_new();
+    assert_int_equal(sl_derived_add_fallback_url(d, w, strlen(w), "wrapper.properties", "no checksum", err,
+                                                 sizeof err), 1);
+    out = printed(d, true);
+    assert_non_null(strstr(out, "\"entry\": \"services.example:443\""));
+    free(out);
+    sl_derived_free(d);
+}
+
+static void test_sri_helpers(void **state)
+{
+    (void)state;
+    char out[SL_SRI_MAX];
+    const char *hex = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    assert_true(sl_sri_from_hex("sha256", 6, hex, 64, out));
+    assert_string_equal(out, D256A);
+    assert_true(sl_sri_from_hex("SHA256", 6, "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855", 64, out));
+    assert_string_equal(out, D256A);
+    assert_false(sl_sri_from_hex("sha256", 6, hex, 63, out));
+    assert_false(sl_sri_from_hex("sha1", 4, hex, 40, out));
+    assert_false(sl_sri_from_hex("md5", 3, hex, 32, out));
+    assert_false(sl_sri_from_hex("sha256", 6, "g3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", 64, out));
+    char list[4][SL_SRI_MAX];
+    const char *npm = "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk= " D512A " " D512A "  sha512-short== " D256A "?opt";
+    assert_int_equal(sl_sri_strong(npm, strlen(npm), list, 4), 1);
+    assert_string_equal(list[0], D512A);
+    assert_int_equal(sl_sri_strong("sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=", 33, list, 4), 0);
+}
+
+/* A host entry gathers the reasons of every fallback on it, and keeps them
+ * when it is shadowed; a rule that would outgrow an allowlist line is an
+ * error, not a line the gate would refuse. */
+static void test_fallback_reasons_gather_and_long_rules_are_refused(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    char err[300];
+    assert_true(sl_derived_add_fallback(d, "h.example", 9, 443, NULL, 0, "a", "reason one", err, sizeof err));
+    assert_true(sl_derived_add_fallback(d, "h.example", 9, 443, NULL, 0, "a", "reason two", err, sizeof err));
+    assert_true(sl_derived_add_fallback(d, "h.example", 9, 443, NULL, 0, "b", "reason one", err, sizeof err));
+    const char *a[] = { D256A };
+    assert_true(sl_derived_add_rule(d, "h.example", 9, 443, "/x", 2, a, 1, "c", NULL, err, sizeof err));
+    char *out = printed(d, false);
+    assert_non_null(strstr(out, "h.example:443  # a, b: reason one; reason two; shadowed: "));
+    free(out);
+    /* SL_ENTRY_FIELDS_MAX - 2 digests fit in one rule, one more does not */
+    static char dg[SL_ENTRY_FIELDS_MAX][SL_SRI_MAX];
+    const char *dp[SL_ENTRY_FIELDS_MAX];
+    for (int i = 0; i < SL_ENTRY_FIELDS_MAX; i++) {
+        char hex[65];
+        snprintf(hex, sizeof hex, "%064x", i);
+        assert_true(sl_sri_from_hex("sha256", 6, hex, 64, dg[i]));
+        dp[i] = dg[i];
+    }
+    assert_true(sl_derived_add_rule(d, "h.example", 9, 443, "/big", 4, dp, SL_ENTRY_FIELDS_MAX - 2, "c", NULL, err,
+                                    sizeof err));
+    assert_false(sl_derived_add_rule(d, "h.example", 9, 443, "/big", 4, dp + SL_ENTRY_FIELDS_MAX - 2, 1, "c", NULL,
+                                     err, sizeof err));
+    assert_non_null(strstr(err, "more digests than an allowlist line holds"));
+    sl_derived_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +535,13 @@ int main(void)
         cmocka_unit_test(test_many_hosts),
         cmocka_unit_test(test_repeated_adds),
         cmocka_unit_test(test_control_characters_in_file_names_stay_in_the_comment),
+        cmocka_unit_test(test_rules_print_sorted_before_hosts_with_digests_merged),
+        cmocka_unit_test(test_rule_inputs_are_validated),
+        cmocka_unit_test(test_rule_urls_drop_query_and_fall_back_when_no_rule_can_name_them),
+        cmocka_unit_test(test_fallbacks_follow_the_host),
+        cmocka_unit_test(test_fallbacks_alone_are_counted_and_printed),
+        cmocka_unit_test(test_sri_helpers),
+        cmocka_unit_test(test_fallback_reasons_gather_and_long_rules_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

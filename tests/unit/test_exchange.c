@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "ca.h"
 #include "conn.h"
 #include "log.h"
 #include "memstream.h"
@@ -59,9 +60,16 @@ static void report(void *ctx, const char *msg)
     fail_msg("config: %s", msg);
 }
 
-static int setup(void **state)
+/* The pinned artifacts' policy: 127.0.0.1:PORT is inspected (plain HTTP
+ * to it is matched against its rules), /p/ is pinned to sha256("hello")
+ * and sha512("hello"), /e to the digest of nothing, and the rest of the
+ * host is open. */
+#define PIN_HELLO_256 "sha256-LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ="
+#define PIN_HELLO_512 "sha512-m3HSJL1i83hdltRq0+o9czGb+8KJDKra4t/3JRlnPKcjI8PZm6XBHXx6zG4UuMXaDEZjR1wuXDre9G9zvN7AQw=="
+#define PIN_EMPTY_256 "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+
+static int setup_with(bool pins)
 {
-    (void)state;
     snprintf(dir, sizeof dir, "/tmp/sluice-test-exchange-XXXXXX");
     if (!mkdtemp(dir))
         return -1;
@@ -70,8 +78,20 @@ static int setup(void **state)
     snprintf(ini, sizeof ini, "%s/sluice.ini", dir);
     snprintf(logpath, sizeof logpath, "%s/decisions.log", dir);
     FILE *f = fopen(ini, "w");
-    fprintf(f, "[policy]\nallow = 127.0.0.1:%d\nallow_cidr = 127.0.0.1/32\n[dns]\nserver = 127.0.0.53\n"
-               "[log]\npath = %s\n", port, logpath);
+    if (pins) {
+        char cadir[128];
+        snprintf(cadir, sizeof cadir, "%s/ca", dir);
+        char *argv[] = { "ca", "init", cadir, NULL };
+        if (sl_cmd_ca(3, argv) != 0)
+            return -1;
+        fprintf(f, "[policy]\nallow = GET 127.0.0.1:%d/p/* " PIN_HELLO_256 " " PIN_HELLO_512 "\n"
+                   "allow = GET 127.0.0.1:%d/e " PIN_EMPTY_256 "\nallow = * 127.0.0.1:%d/*\n"
+                   "allow_cidr = 127.0.0.1/32\n[tls]\nca_cert = %s/ca.pem\nca_key = %s/ca.key\n",
+                port, port, port, cadir, cadir);
+    } else {
+        fprintf(f, "[policy]\nallow = 127.0.0.1:%d\nallow_cidr = 127.0.0.1/32\n", port);
+    }
+    fprintf(f, "[dns]\nserver = 127.0.0.53\n[log]\npath = %s\n", logpath);
     fclose(f);
     sl_options o = { .config = ini, .workers = -1 };
     pol = sl_policy_load(&o, report, NULL);
@@ -87,6 +107,18 @@ static int setup(void **state)
     w.base = base;
     w.rng = 0x1234567;
     return 0;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    return setup_with(false);
+}
+
+static int setup_pins(void **state)
+{
+    (void)state;
+    return setup_with(true);
 }
 
 static int teardown(void **state)
@@ -549,6 +581,193 @@ static void test_an_idle_origin_that_talks_is_dropped(void **state)
     tc_close(&t);
 }
 
+/* ---- pinned artifacts ---- */
+
+/* The log's lines, for the pinned cases' verdicts. */
+static char *log_text(void)
+{
+    usleep(150 * 1000);   /* the writer thread writes within 100 ms */
+    FILE *f = fopen(logpath, "r");
+    assert_non_null(f);
+    struct evbuffer *b = evbuffer_new();
+    char line[16384];
+    while (fgets(line, sizeof line, f))
+        evbuffer_add(b, line, strlen(line));
+    fclose(f);
+    size_t n;
+    char *t = got(b, &n);
+    evbuffer_free(b);
+    return t;
+}
+
+static const char pin_req[] = "GET http://" H "/p/a.tgz HTTP/1.1\r\nHost: " H "\r\nAccept-Encoding: gzip, br\r\n\r\n";
+static const char pin_req_up[] = "GET /p/a.tgz HTTP/1.1\r\nHost: " H "\r\nAccept-Encoding: identity\r\n\r\n";
+
+/* Sends pin_req, then resp split at rs (and read uchunk bytes at a time);
+ * eof: the origin ends after it. Returns what the client received. */
+static char *pin_drive(tconn *t, const char *resp, size_t len, size_t rs, size_t uchunk, bool eof)
+{
+    tc_open(t, 65536, uchunk);
+    char *req = fmt_port(pin_req), *up = fmt_port(pin_req_up);
+    mem_send(t->cli, req, strlen(req));
+    run();
+    size_t n;
+    char *o = got(t->to_up, &n);
+    if (strcmp(o, up) != 0)
+        fail_msg("the origin got [%s], wanted [%s]", o, up);
+    free(o);
+    size_t cut = rs < len ? rs : len;
+    mem_send(t->up, resp, cut);
+    run();
+    if (!t->up_frees)
+        mem_send(t->up, resp + cut, len - cut);
+    run();
+    if (eof && !t->up_frees) {
+        mem_eof(t->up);
+        run();
+    }
+    free(req);
+    free(up);
+    return got(t->to_cli, &n);
+}
+
+/* A right body arrives whole, split anywhere, and the connection goes on. */
+static void test_a_pinned_body_that_matches_arrives_whole(void **state)
+{
+    (void)state;
+    static const char *const resps[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x\r\nlo\r\n0\r\nT: 1\r\n\r\n",
+    };
+    for (size_t i = 0; i < 2; i++)
+        for (size_t uchunk = 1; uchunk <= 65536; uchunk *= 65536)
+            for (size_t rs = 0; rs <= strlen(resps[i]); rs++) {
+                tconn t;
+                char *cl = pin_drive(&t, resps[i], strlen(resps[i]), rs, uchunk, false);
+                if (strcmp(cl, resps[i]) != 0)
+                    fail_msg("split %zu, reads %zu: the client got [%s]", rs, uchunk, cl);
+                assert_true(alive());
+                assert_int_equal(t.c->state, CS_HEAD);
+                assert_int_equal(t.c->fx, FX_IDLE);
+                free(cl);
+                tc_close(&t);
+            }
+}
+
+/* A wrong body, one byte short, or a reset before its end: split anywhere,
+ * the client never has the whole body, and the connection is gone. */
+static void test_a_pinned_body_that_does_not_match_never_arrives_whole(void **state)
+{
+    (void)state;
+    static const struct { const char *resp, *whole; bool eof; } cases[] = {
+        /* the last byte wrong */
+        { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhellp", "hellp", false },
+        /* the first byte wrong */
+        { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nJello", "Jello", false },
+        /* one byte short, then the origin closes */
+        { "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhell", NULL, true },
+        /* one byte short, as Content-Length says: a whole body, but not the pinned one */
+        { "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nhell", "hell", false },
+        /* one byte long, as Content-Length says */
+        { "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nhello!", "hello!", false },
+        /* chunked, the last chunk wrong */
+        { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlp\r\n0\r\n\r\n", "0\r\n\r\n", false },
+        /* chunked, one chunk missing, then the close */
+        { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n", "hel\r\n0", true },
+        /* chunked, a byte long */
+        { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello!\r\n0\r\n\r\n", "0\r\n\r\n", false },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (size_t uchunk = 1; uchunk <= 65536; uchunk *= 65536)
+            for (size_t rs = 0; rs <= strlen(cases[i].resp); rs++) {
+                tconn t;
+                char *cl = pin_drive(&t, cases[i].resp, strlen(cases[i].resp), rs, uchunk, cases[i].eof);
+                const char *cbody = strstr(cl, "\r\n\r\n");
+                if (cbody && cases[i].whole && strstr(cbody + 4, cases[i].whole))
+                    fail_msg("case %zu, split %zu, reads %zu: the client got the whole body [%s]", i, rs,
+                             uchunk, cl);
+                /* a small body is held whole until its digest is known: not one byte of a wrong one */
+                if (cbody && cbody[4] != '\0')
+                    fail_msg("case %zu, split %zu, reads %zu: the client got part of a wrong body [%s]", i, rs,
+                             uchunk, cl);
+                if (!strncmp(cl, "HTTP/1.1 200", 12) && alive() && t.c->state != CS_CLOSING)
+                    fail_msg("case %zu, split %zu: the connection goes on after [%s]", i, rs, cl);
+                free(cl);
+                tc_close(&t);
+            }
+    char *t = log_text();
+    assert_non_null(strstr(t, "\"reason\":\"integrity_mismatch\",\"rule\":\""));
+    assert_non_null(strstr(t, "\"status\":200,\"expected\":"));
+    assert_non_null(strstr(t, "\"expected\":\"" PIN_HELLO_256 " " PIN_HELLO_512 "\",\"actual\":\"sha256-"));
+    free(t);
+}
+
+/* What cannot be checked is refused, and the rest passes unchanged. */
+static void test_pinned_requests_that_cannot_be_checked(void **state)
+{
+    (void)state;
+    tconn t;
+    /* Range: refused before any origin */
+    tc_open(&t, 65536, 65536);
+    char *req = fmt_port("GET http://" H "/p/a.tgz HTTP/1.1\r\nHost: " H "\r\nRange: bytes=0-1\r\n\r\n");
+    mem_send(t.cli, req, strlen(req));
+    run();
+    /* a refusal's reply waits for its log line: the worker is woken then */
+    for (int i = 0; i < 100 && evbuffer_get_length(t.to_cli) == 0; i++) {
+        usleep(10 * 1000);
+        conn_release_log_waiters(&w);
+        run();
+    }
+    size_t n;
+    char *o = got(t.to_up, &n), *cl = got(t.to_cli, &n);
+    assert_string_equal(o, "");
+    if (strncmp(cl, "HTTP/1.1 403 Forbidden\r\n", 24) != 0 || !strstr(cl, "integrity_unverifiable"))
+        fail_msg("a Range request got [%s]", cl);
+    free(o), free(cl), free(req);
+    tc_close(&t);
+    static const struct { const char *resp; const char *want; } cases[] = {
+        { "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 5\r\n\r\nhello", "HTTP/1.1 403 Forbidden\r\n" },
+        { "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello", "HTTP/1.1 403 Forbidden\r\n" },
+        /* other statuses pass unchanged */
+        { "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope", "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope" },
+        { "HTTP/1.1 304 Not Modified\r\n\r\n", "HTTP/1.1 304 Not Modified\r\n\r\n" },
+        { "HTTP/1.1 302 Found\r\nLocation: /q\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 302 Found\r\nLocation: /q\r\nContent-Length: 0\r\n\r\n" },
+        { "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello", "HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 5\r\n\r\nhello" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cl = pin_drive(&t, cases[i].resp, strlen(cases[i].resp), SIZE_MAX, 65536, false);
+        if (strncmp(cl, cases[i].want, strlen(cases[i].want)) != 0)
+            fail_msg("case %zu: the client got [%s]", i, cl);
+        if (i < 2) {
+            assert_non_null(strstr(cl, "integrity_unverifiable"));
+            assert_null(strstr(cl, "hello"));
+        }
+        free(cl);
+        tc_close(&t);
+    }
+    /* an empty body pinned to the digest of nothing, and one that is not */
+    for (int bad = 0; bad < 2; bad++) {
+        tc_open(&t, 65536, 65536);
+        req = fmt_port("GET http://" H "/e HTTP/1.1\r\nHost: " H "\r\n\r\n");
+        mem_send(t.cli, req, strlen(req));
+        run();
+        const char *resp = bad ? "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx" : "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        mem_send(t.up, resp, strlen(resp));
+        run();
+        cl = got(t.to_cli, &n);
+        if (bad)
+            assert_null(strstr(cl, "\r\n\r\nx"));
+        else
+            assert_string_equal(cl, resp);
+        assert_int_equal(alive() && t.c->state == CS_HEAD, !bad);
+        free(cl), free(req);
+        tc_close(&t);
+    }
+    char *log = log_text();
+    assert_non_null(strstr(log, "\"end\":\"refused\",\"reason\":\"integrity_unverifiable\",\"rule\":\""));
+    free(log);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,5 +781,11 @@ int main(void)
         cmocka_unit_test(test_an_idle_origin_that_talks_is_dropped),
         cmocka_unit_test(test_a_trickle_of_single_bytes_is_queued_compactly),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    const struct CMUnitTest pins[] = {
+        cmocka_unit_test(test_a_pinned_body_that_matches_arrives_whole),
+        cmocka_unit_test(test_a_pinned_body_that_does_not_match_never_arrives_whole),
+        cmocka_unit_test(test_pinned_requests_that_cannot_be_checked),
+    };
+    int failed = cmocka_run_group_tests(tests, setup, teardown);
+    return failed + cmocka_run_group_tests(pins, setup_pins, teardown);
 }

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "npmrc.h"
@@ -592,6 +593,183 @@ static void test_yaml_helpers(void **state)
     yaml_parser_delete(&p);
 }
 
+
+/* ---- --pins: the URLs the clients derive, and the fallbacks ---------- */
+
+static void assert_url(char *got, const char *want)
+{
+    if (!want) {
+        assert_null(got);
+        return;
+    }
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_tarball_url_is_the_registry_layout(void **state)
+{
+    (void)state;
+    assert_url(sl_npm_tarball_url("https://registry.npmjs.org/", "@babel/core", 11, "7.24.0", 6),
+               "https://registry.npmjs.org:443/@babel/core/-/core-7.24.0.tgz");
+    /* a registry path without its trailing '/' gets one (getNpmTarballUrl) */
+    assert_url(sl_npm_tarball_url("https://art.corp.example/api/npm/npm-remote", "ms", 2, "2.1.3", 5),
+               "https://art.corp.example:443/api/npm/npm-remote/ms/-/ms-2.1.3.tgz");
+    /* build metadata is not in the file name */
+    assert_url(sl_npm_tarball_url("http://[::1]:4873/", "x", 1, "1.0.0+build.7", 13),
+               "http://[::1]:4873/x/-/x-1.0.0.tgz");
+    /* what a rule's path would read otherwise: '*' is a wildcard */
+    assert_url(sl_npm_tarball_url("https://r.example/", "*", 1, "1.0.0", 5), NULL);
+    assert_url(sl_npm_tarball_url("https://r.example/", "a/b", 3, "1.0.0", 5), NULL);
+    assert_url(sl_npm_tarball_url("https://r.example/", "@s/", 3, "1.0.0", 5), NULL);
+    assert_url(sl_npm_tarball_url("https://r.example/", "@s/../x", 7, "1.0.0", 5), NULL);
+    assert_url(sl_npm_tarball_url("https://r.example/", "x", 1, "1.0.0/../../y", 13), NULL);
+    assert_url(sl_npm_tarball_url("https://r.example/", "x", 1, "", 0), NULL);
+    assert_url(sl_npm_tarball_url("not a url", "x", 1, "1.0.0", 5), NULL);
+}
+
+static void test_packument_url_escapes_the_scope_slash(void **state)
+{
+    (void)state;
+    assert_url(sl_npm_packument_url("https://registry.npmjs.org/", "@corp/auth", 10),
+               "https://registry.npmjs.org:443/@corp%2fauth");
+    /* removeTrailingSlashes: every trailing '/' goes */
+    assert_url(sl_npm_packument_url("https://r.example/npm///", "left-pad", 8), "https://r.example:443/npm/left-pad");
+    assert_url(sl_npm_packument_url("https://r.example", "left-pad", 8), "https://r.example:443/left-pad");
+    assert_url(sl_npm_packument_url("https://r.example/", "a?b", 3), NULL);
+}
+
+static void rewrite(const char *registry, const char *resolved, const char *prefix, const char *want)
+{
+    sl_url u;
+    assert_true(sl_url_parse(resolved, strlen(resolved), &u));
+    assert_url(sl_npm_registry_rewrite(registry, &u, prefix), want);
+}
+
+static void test_registry_rewrite_is_arborists(void **state)
+{
+    (void)state;
+    /* scheme, host and port from the registry, its path in front; the query goes */
+    rewrite("http://art.corp.example:8081/api/npm/npm-remote/",
+            "https://registry.npmjs.org/is-number/-/is-number-7.0.0.tgz?cache=1",
+            NULL, "http://art.corp.example:8081/api/npm/npm-remote/is-number/-/is-number-7.0.0.tgz");
+    /* a path already under the registry's is not prefixed twice */
+    rewrite("https://art.corp.example/api/npm/", "https://registry.npmjs.org/api/npm/x/-/x-1.0.0.tgz", NULL,
+            "https://art.corp.example:443/api/npm/x/-/x-1.0.0.tgz");
+    /* "/npm" is not a prefix of "/npm-run-path" */
+    rewrite("https://m.example/npm/", "https://registry.npmjs.org/npm-run-path/-/npm-run-path-4.0.1.tgz", NULL,
+            "https://m.example:443/npm/npm-run-path/-/npm-run-path-4.0.1.tgz");
+    /* a registry without a path: the host alone changes */
+    rewrite("https://m.example", "https://registry.npmjs.org/@s/x/-/x-1.0.0.tgz", NULL,
+            "https://m.example:443/@s/x/-/x-1.0.0.tgz");
+    /* replace-registry-host as a URL: its path is what the registry's replaces */
+    rewrite("https://npm.corp.example/repository/npm-group/",
+            "https://nexus-old.corp.example/repository/npm-proxy/big.js/-/big.js-6.2.1.tgz", "/repository/npm-proxy",
+            "https://npm.corp.example:443/repository/npm-group/big.js/-/big.js-6.2.1.tgz");
+}
+
+static void test_registry_join_is_url_resolution(void **state)
+{
+    (void)state;
+    const char *reg = "https://reg.example/npm/";
+    assert_url(sl_npm_registry_join(reg, "foo/-/foo-1.0.0.tgz", 19), "https://reg.example:443/npm/foo/-/foo-1.0.0.tgz");
+    assert_url(sl_npm_registry_join("https://reg.example/npm", "foo.tgz", 7), "https://reg.example:443/npm/foo.tgz");
+    assert_url(sl_npm_registry_join(reg, "/abs/x.tgz", 10), "https://reg.example:443/abs/x.tgz");
+    assert_url(sl_npm_registry_join(reg, "//cdn.example/x.tgz", 19), "https://cdn.example/x.tgz");
+    /* what URL resolution would change, or reads as a scheme: not joined */
+    assert_url(sl_npm_registry_join(reg, "../x.tgz", 8), NULL);
+    assert_url(sl_npm_registry_join(reg, "a/./b.tgz", 9), NULL);
+    assert_url(sl_npm_registry_join(reg, "a/..", 4), NULL);
+    assert_url(sl_npm_registry_join(reg, "x:y/z.tgz", 9), NULL);
+    assert_url(sl_npm_registry_join(reg, "a\\b.tgz", 7), NULL);
+    assert_url(sl_npm_registry_join(reg, "a.tgz?x", 7), NULL);
+    assert_url(sl_npm_registry_join(reg, "", 0), NULL);
+    /* a ':' after the first segment is only a path */
+    assert_url(sl_npm_registry_join(reg, "a/b:c.tgz", 9), "https://reg.example:443/npm/a/b:c.tgz");
+}
+
+static char *printed(sl_derived *d)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    sl_derived_print(d, f);
+    fclose(f);
+    return buf;
+}
+
+#define SRI512 "sha512-z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg=="
+
+static void test_pins_rules_and_fallbacks(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    sl_derived_set_pins(d, true);
+    sl_lockerr err = { 0 };
+    sl_npm_pins p;
+    sl_npm_pins_init(&p, d, "l.json", &err);
+    /* a scoped packument on corp: that registry is a host entry, whatever it serves */
+    sl_npm_pins_block_scoped(&p, "https://npm.corp.example:8443/", "@corp/ui", 8, "npm");
+    sl_npm_pins_block_scoped(&p, "https://registry.npmjs.org/", "left-pad", 8, "npm");   /* unscoped: nothing */
+    const char *u1 = "https://npm.corp.example:8443/@corp/ui/-/ui-1.0.0.tgz";
+    assert_int_equal(sl_npm_pin_tarball(&p, u1, strlen(u1), SRI512, strlen(SRI512), ".npmrc", 3), 1);
+    /* sha1 and sha512 together: the sha512 pins */
+    const char *u2 = "https://registry.npmjs.org/a/-/a-1.0.0.tgz";
+    const char *both = "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk= " SRI512;
+    assert_int_equal(sl_npm_pin_tarball(&p, u2, strlen(u2), both, strlen(both), NULL, 4), 1);
+    /* sha1 alone: an unpinned rule for its path, the host having rules */
+    const char *u3 = "https://registry.npmjs.org/b/-/b-1.0.0.tgz";
+    assert_int_equal(sl_npm_pin_tarball(&p, u3, strlen(u3), "sha1-2jmj7l5rSw0yVb/vlWAYkK/YBwk=", 33, NULL, 5), 1);
+    /* a GitHub archive: pinned where it is asked for, its redirect target a fallback */
+    const char *u4 = "https://github.com/o/r/archive/v1.tar.gz";
+    assert_int_equal(sl_npm_pin_tarball(&p, u4, strlen(u4), SRI512, strlen(SRI512), NULL, 6), 1);
+    const char *u5 = "https://registry.npmjs.org/a";
+    assert_int_equal(sl_npm_pin_metadata(&p, u5, strlen(u5), NULL, "packument", 7), 1);
+    assert_int_equal(sl_npm_pin_metadata(&p, "./x", 3, NULL, "local", 7), 0);
+    assert_int_equal(sl_npm_pin_tarball(&p, "https://h.example:0/x", 21, SRI512, strlen(SRI512), NULL, 8), -1);
+    assert_int_equal(err.line, 8);
+    char *out = printed(d);
+    assert_string_equal(out,
+        "GET github.com:443/o/r/archive/v1.tar.gz " SRI512 "  # l.json\n"
+        "GET registry.npmjs.org:443/a  # l.json: packument\n"
+        "GET registry.npmjs.org:443/a/-/a-1.0.0.tgz " SRI512 "  # l.json\n"
+        "GET registry.npmjs.org:443/b/-/b-1.0.0.tgz  # l.json: not pinned: only a sha1 integrity, too weak to pin\n"
+        "codeload.github.com:443  # l.json: GitHub redirects a download here, to a path not known offline\n"
+        "npm.corp.example:8443  # l.json, .npmrc: npm asks for the packument of @corp/ui as @corp%2fui, which the "
+        "gate refuses (an encoded '/'): this registry cannot be inspected\n");
+    free(out);
+    sl_npm_pins_free(&p);
+    sl_derived_free(d);
+}
+
+/* A URL whose path no rule can hold as it is: the host falls back, saying
+ * why, and the run goes on (a crafted lockfile cannot widen a rule with a
+ * '*', nor stop the run with a path the rule syntax refuses). */
+static void test_pins_paths_no_rule_can_hold(void **state)
+{
+    (void)state;
+    sl_derived *d = sl_derived_new();
+    sl_derived_set_pins(d, true);
+    sl_lockerr err = { 0 };
+    sl_npm_pins p;
+    sl_npm_pins_init(&p, d, "l.json", &err);
+    const char *star = "https://a.example/x/-/*.tgz";
+    const char *twice = "https://b.example//x.tgz";
+    const char *space = "https://c.example/x y.tgz";
+    assert_int_equal(sl_npm_pin_tarball(&p, star, strlen(star), SRI512, strlen(SRI512), NULL, 1), 1);
+    assert_int_equal(sl_npm_pin_tarball(&p, twice, strlen(twice), SRI512, strlen(SRI512), NULL, 2), 1);
+    assert_int_equal(sl_npm_pin_metadata(&p, space, strlen(space), NULL, "packument", 3), 1);
+    char *out = printed(d);
+    assert_string_equal(out,
+        "a.example:443  # l.json: not pinned: its URL's path cannot be a rule (a '*' in it would be a wildcard)\n"
+        "b.example:443  # l.json: not pinned: its URL's path cannot be a rule (empty segment ('//') in path)\n"
+        "c.example:443  # l.json: not pinned: its URL's path cannot be a rule (space or control byte in path)\n");
+    free(out);
+    sl_npm_pins_free(&p);
+    sl_derived_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -614,6 +792,12 @@ int main(void)
         cmocka_unit_test(test_y1_text_decodes_escapes),
         cmocka_unit_test(test_yaml_error_line_stays_in_the_file),
         cmocka_unit_test(test_yaml_helpers),
+        cmocka_unit_test(test_tarball_url_is_the_registry_layout),
+        cmocka_unit_test(test_packument_url_escapes_the_scope_slash),
+        cmocka_unit_test(test_registry_rewrite_is_arborists),
+        cmocka_unit_test(test_registry_join_is_url_resolution),
+        cmocka_unit_test(test_pins_rules_and_fallbacks),
+        cmocka_unit_test(test_pins_paths_no_rule_can_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,14 +51,19 @@ RECORDS = {
     "git.inspect.test": ["11.0.1.2"],
     "api.inspect.test": ["11.0.1.3"],
     "opaque.inspect.test": ["11.0.1.4"],    # a plain allowlist entry: never inspected
+    "pypi.inspect.test": ["11.0.1.5"],      # a simple index (pyindex.py)
+    # crates.io's sparse index and downloads, answered here only (no upstream):
+    # the cargo tests' registry stand-in (crates.py) inside the namespace
+    "index.crates.io": ["11.0.1.6"],
+    "static.crates.io": ["11.0.1.7"],
     "expired.inspect.test": ["11.0.1.10"],
     "notyet.inspect.test": ["11.0.1.11"],
     "selfsigned.inspect.test": ["11.0.1.12"],
     "wrongname.inspect.test": ["11.0.1.13"],
     "untrusted.inspect.test": ["11.0.1.14"],
 }
-# Everything else under .test is NXDOMAIN, answered locally: e.g. denied.test,
-# nxdomain.test. dnsmasq has no upstream at all.
+# Everything else under .test (and crates.io) is NXDOMAIN, answered locally:
+# e.g. denied.test, nxdomain.test. dnsmasq has no upstream at all.
 
 _QUERY_RE = re.compile(r"query\[(\w+)\] (\S+) from ")
 
@@ -75,7 +80,7 @@ class Dnsmasq:
              "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--no-poll",
              "--log-queries", f"--log-facility={self.log_path}",
              f"--listen-address={RESOLVER[0]}", "--bind-interfaces", f"--port={RESOLVER[1]}",
-             f"--local-ttl={LOCAL_TTL}", "--local=/test/"]
+             f"--local-ttl={LOCAL_TTL}", "--local=/test/", "--local=/crates.io/"]
         for name, addrs in RECORDS.items():
             for addr in reversed(addrs):
                 a.append(f"--host-record={name},{addr}")

@@ -18,7 +18,10 @@ Paths, on every origin:
                      an origin's keep-alive timeout does between requests)
   /git/...           git http-backend (CGI), GIT_PROJECT_ROOT = the session's
                      git root (sluicetest/gitbackend.py)
-  anything else      the npm registry stand-in (sluicetest/registry.py)
+  anything else      on pypi.inspect.test the simple index (sluicetest/pyindex.py),
+                     on index.crates.io and static.crates.io the sparse registry
+                     (sluicetest/crates.py),
+                     elsewhere the npm registry stand-in (sluicetest/registry.py)
 """
 
 import copy
@@ -32,6 +35,8 @@ from . import gitbackend, tlshello
 from .dns import RECORDS
 from .pattern import pattern
 from .registry import NpmRegistry
+from .crates import CratesRegistry
+from .pyindex import SimpleIndex
 
 # name -> (address, certificate, key type). The certificate kinds are made by
 # tlsmaterial.make_inspect; only "good" ones chain to upstream_ca and name
@@ -41,6 +46,12 @@ ORIGINS = {
     "git.inspect.test": ("11.0.1.2", "good", "ec"),
     "api.inspect.test": ("11.0.1.3", "good", "ec"),
     "opaque.inspect.test": ("11.0.1.4", "good", "ec"),
+    "pypi.inspect.test": ("11.0.1.5", "good", "ec"),       # a PEP 503 simple index (pyindex.py)
+    # crates.io's sparse index and download host, inside the namespace only
+    # (dns.py): `allow-from-lockfile --pins` pins crates.io packages by these
+    # names, and another registry's download URL is unknown offline
+    "index.crates.io": ("11.0.1.6", "good", "ec"),         # a cargo sparse index (crates.py)
+    "static.crates.io": ("11.0.1.7", "good", "ec"),        # its .crate files
     "expired.inspect.test": ("11.0.1.10", "expired", "ec"),
     "notyet.inspect.test": ("11.0.1.11", "not_yet_valid", "ec"),
     "selfsigned.inspect.test": ("11.0.1.12", "self_signed", "ec"),
@@ -114,6 +125,11 @@ class InspectOrigins:
         self.git_root = workdir / "git"
         self.git_root.mkdir(exist_ok=True)
         self.npm = NpmRegistry("https://registry.inspect.test")
+        self.pypi = SimpleIndex("https://pypi.inspect.test")
+        self.crates = CratesRegistry("https://index.crates.io/", "https://static.crates.io/crates")
+        # origin name -> the stand-in that answers its other paths
+        self.stand_ins = {"pypi.inspect.test": self.pypi, "index.crates.io": self.crates.index,
+                          "static.crates.io": self.crates.files}
         self._cond = threading.Condition()
         self.conns = []
         self._listeners = []
@@ -305,7 +321,7 @@ class InspectOrigins:
             return "200 OK", [("Content-Type", "text/plain")], b"hanging up\n", "silently"
         if path.startswith("/git/"):
             return gitbackend.cgi(self.git_root, req, path[len("/git"):], rec.peer[0])
-        return self.npm.handle(req)
+        return self.stand_ins.get(rec.origin, self.npm).handle(req)
 
 
 def _peek_hello(sock, timeout=10.0):

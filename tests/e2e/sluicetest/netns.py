@@ -12,7 +12,7 @@ import subprocess
 # Addresses the tests put on lo. Inside the namespace they belong to the test.
 PUBLIC_V4 = ["11.0.0.1", "11.0.0.2", "11.0.0.3", "11.0.0.4", "11.0.0.5", "11.0.0.6",
              # the inspecting origins (sluicetest/inspecting.py)
-             "11.0.1.1", "11.0.1.2", "11.0.1.3", "11.0.1.4",
+             "11.0.1.1", "11.0.1.2", "11.0.1.3", "11.0.1.4", "11.0.1.5", "11.0.1.6", "11.0.1.7",
              "11.0.1.10", "11.0.1.11", "11.0.1.12", "11.0.1.13", "11.0.1.14"]
 PUBLIC_V6 = ["2c0f:fff0::1"]
 PRIVATE_V4 = ["10.0.0.1"]

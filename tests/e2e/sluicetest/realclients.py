@@ -66,8 +66,9 @@ def git(home, *args, proxy_port=None, ca=None, cwd=None, timeout=120):
                           timeout=timeout)
 
 
-def npm(home, cwd, *args, proxy_port, ca, auth_token=None, timeout=180):
-    """npm against the registry stand-in through the proxy."""
+def npm(home, cwd, *args, proxy_port, ca, auth_token=None, timeout=180, wrap=()):
+    """npm against the registry stand-in through the proxy; `wrap` is a
+    command npm runs under (strace, say)."""
     npmrc = [f"registry={REGISTRY}", f"https-proxy=http://127.0.0.1:{proxy_port}/",
              f"proxy=http://127.0.0.1:{proxy_port}/", f"cafile={ca}", "strict-ssl=true",
              "update-notifier=false", "audit=false", "fund=false"]
@@ -75,7 +76,7 @@ def npm(home, cwd, *args, proxy_port, ca, auth_token=None, timeout=180):
         npmrc.append(f"//registry.inspect.test/:_authToken={auth_token}")
     Path(home).mkdir(parents=True, exist_ok=True)
     (Path(home) / ".npmrc").write_text("\n".join(npmrc) + "\n")
-    cmd = [npm_bin(), *args, f"--registry={REGISTRY}", f"--https-proxy=http://127.0.0.1:{proxy_port}/",
+    cmd = [*wrap, npm_bin(), *args, f"--registry={REGISTRY}", f"--https-proxy=http://127.0.0.1:{proxy_port}/",
            f"--cafile={ca}", "--no-audit", "--no-fund", "--update-notifier=false"]
     return subprocess.run(cmd, cwd=cwd, env=npm_env(Path(home)), capture_output=True, text=True,
                           timeout=timeout)

@@ -32,7 +32,8 @@ class NpmRegistry:
             self.packages.setdefault(name, {})[version] = tarball
 
     def tarball_url(self, name, version):
-        return f"{self.base}/{name}/-/{name}-{version}.tgz"
+        """npm's layout: /NAME/-/NAME-V.tgz; for @scope/name, /@scope/name/-/name-V.tgz."""
+        return f"{self.base}/{name}/-/{name.rpartition('/')[2]}-{version}.tgz"
 
     @staticmethod
     def integrity(tarball):
@@ -52,13 +53,20 @@ class NpmRegistry:
         """(status, headers, body, close) for a request to the registry."""
         js = [("Content-Type", "application/json")]
         parts = req.path.lstrip("/").split("/")
+        # a scoped name is one part: /@scope%2fname (packument), /@scope/name/-/... (tarball)
+        if parts and parts[0].startswith("@"):
+            if len(parts) == 1 and "%2f" in parts[0].lower():
+                i = parts[0].lower().index("%2f")
+                parts = [parts[0][:i] + "/" + parts[0][i + 3:]]
+            elif len(parts) >= 2:
+                parts = [parts[0] + "/" + parts[1]] + parts[2:]
         with self.lock:
             if req.method in ("GET", "HEAD") and len(parts) == 1 and parts[0] in self.packages:
                 return "200 OK", js, json.dumps(self.packument(parts[0])).encode(), False
             if req.method in ("GET", "HEAD") and len(parts) == 3 and parts[1] == "-" and parts[0] in self.packages:
                 name = parts[0]
                 for v, t in self.packages[name].items():
-                    if parts[2] == f"{name}-{v}.tgz":
+                    if parts[2] == f"{name.rpartition('/')[2]}-{v}.tgz":
                         return "200 OK", [("Content-Type", "application/octet-stream")], t, False
             if req.method == "PUT" and len(parts) == 1 and parts[0]:
                 try:
@@ -99,6 +107,29 @@ PACKAGES = [
     ("sluice-left-pad", "1.0.0", "module.exports = (s, n, c = ' ') => String(s).padStart(n, c);\n"),
     ("sluice-is-even", "2.1.0", "module.exports = (n) => n % 2 === 0;\n"),
 ]
+
+
+def pack(workdir, name, version, files, home):
+    """`npm pack` of a package NAME@VERSION whose files are {path: text or
+    bytes} (package.json is written here, main index.js): the tarball's
+    bytes."""
+    src = workdir / "npm-src" / name.replace("/", "+") / version
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "package.json").write_text(json.dumps(
+        {"name": name, "version": version, "main": "index.js", "license": "MIT",
+         "description": "a package the sluice tests make"}))
+    for path, data in files.items():
+        if isinstance(data, bytes):
+            (src / path).write_bytes(data)
+        else:
+            (src / path).write_text(data)
+    out = workdir / "npm-packed" / name.replace("/", "+") / version
+    out.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([npm_bin(), "pack", "--offline", "--json", "--pack-destination", str(out)],
+                       cwd=src, env=npm_env(home), capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"npm pack {name}@{version} failed: {r.stderr}")
+    return (out / os.path.basename(json.loads(r.stdout)[0]["filename"])).read_bytes()
 
 
 def make_packages(workdir, registry):

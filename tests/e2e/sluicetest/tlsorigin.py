@@ -173,4 +173,10 @@ class TLSOrigin:
 
     def close(self):
         self.stopping = True
+        # shutdown wakes the accept thread: a close alone leaves the socket
+        # listening (and 11.0.0.6:443 bound) while accept() still holds it
+        try:
+            self.ls.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.ls.close()

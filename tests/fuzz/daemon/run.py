@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fuzzd import codec, gen, mutate, net, rules  # noqa: E402
+from fuzzd import codec, gen, gen_inspect, mutate, net, rules  # noqa: E402
 from fuzzd.harness import Runner, case_id, load_cases  # noqa: E402
 
 REPO = HERE.parents[2]
@@ -63,6 +63,9 @@ def options(argv):
                         "(auto, the default: unless the binary does not know [tls])")
     p.add_argument("--ignore", default=os.environ.get("FUZZ_DAEMON_IGNORE", ""), metavar="KIND,...",
                    help="drop violations of these kinds (exploring past a known finding; make test sets none)")
+    p.add_argument("--focus", choices=["pinned"], default=os.environ.get("FUZZ_DAEMON_FOCUS") or None,
+                   help="pinned: most fresh cases are pinned-artifact scenarios, and mutations start from cases "
+                        "that ask for pinned paths half the time (exploring a feature; make test sets none)")
     p.add_argument("--self-test", action="store_true",
                    help="break each property on purpose and require the checks to report it")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -72,6 +75,11 @@ def options(argv):
 def _inspected(case):
     return any(isinstance(cl.get("tls"), dict) for cl in case.get("clients", [])) or \
         any(rules.zone_of(n.replace(gen.NONCE, "x")) for n in case.get("dns", {}))
+
+
+def _pinned(case):
+    """Whether a case asks for a pinned path (rules.PINS)."""
+    return "/pin/" in json.dumps(case.get("clients", []))
 
 
 def replay_order(cases):
@@ -180,10 +188,13 @@ async def _fuzz(r, o):
     rng = random.Random(o.seed if o.seed is not None else int.from_bytes(os.urandom(6), "big"))
     while time.monotonic() < deadline:
         seed = rng.getrandbits(48)
-        if not r.corpus or rng.random() < 0.25:
+        pinned = [c for c in r.corpus if _pinned(c)] if o.focus == "pinned" else []
+        if o.focus == "pinned" and rng.random() < 0.3:
+            case = gen_inspect.scenario(random.Random(seed), gen.Ctx(random.Random(seed)), seed, kind="pinned")
+        elif not r.corpus or rng.random() < 0.25:
             case = gen.scenario_case(seed) if rng.random() < 0.5 else gen.case(seed)
         else:
-            parent = rng.choice(r.corpus)
+            parent = rng.choice(pinned if pinned and rng.random() < 0.5 else r.corpus)
             case = mutate.mutate(parent, r.corpus, seed)
         case["id"] = case_id(case)
         failed = await run_one(r, case, out_dir)
@@ -280,6 +291,9 @@ def summary(r):
           f"corpus {len(r.corpus)}, kept {s['kept']} new, edges {r.edges()} of {r.nguards}, "
           f"{len(r.sigs)} behaviour signatures, {len(r.failures)} distinct failures "
           f"({s['failures']} in all)")
+    pins = sorted((k[4:], v) for k, v in s.items() if k.startswith("pin_"))
+    if pins:
+        print("fuzz-daemon: pinned paths: " + ", ".join(f"{k} {v}" for k, v in pins))
     kinds = sorted(k[len("n_canary_"):] for k in s if k.startswith("n_canary_"))
     print("fuzz-daemon: canaries' mean time: " + ", ".join(
         f"{k} {s['t_canary_' + k + '_ms'] / max(1, s['n_canary_' + k]):.0f} ms" for k in kinds))

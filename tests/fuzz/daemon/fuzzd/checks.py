@@ -15,7 +15,17 @@ request a TLS origin got is one a client sent in a tunnel (no more copies
 than were sent), that the rules allow, with an allow request line for its
 host, and the credential where it belongs and nowhere else; an origin
 whose certificate sluice must refuse completes no handshake and gets no
-plaintext; the secret appears in no log line, reply or plain connection."""
+plaintext; the secret appears in no log line, reply or plain connection.
+
+Pinned artifacts (rules.py PINS): a client never gets a whole 2xx body
+for a pinned path that does not hash to one of its digests (nor one that
+cannot be checked: coded, or to the close); no Range request for a pinned
+path reaches an origin, and every request for one that does carries
+Accept-Encoding: identity and no other; every integrity_mismatch line has
+the rule's digests as expected (those that fit, and expected_more) and, as
+actual, the digests of a body an origin sent; a pinned refusal names its
+rule; and what part of a pinned body a client got begins a body that
+matches (the gate holds them whole, up to pin_hold_kib)."""
 
 import collections
 import datetime
@@ -25,14 +35,17 @@ import re
 
 from . import net, rules
 from .gen import POISON
-from .http import count_responses, parse_requests
+from .http import count_responses, parse_requests, parse_responses
 from .pki import BAD_CERTS
 from .tlsbits import params_problem, sni_of
 
 REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address",
            "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
            "too_many_clients", "log_unavailable",
-           "inspected", "rule", "rule_not_matched", "upstream_tls_failed"}
+           "inspected", "rule", "rule_not_matched", "upstream_tls_failed",
+           "integrity_mismatch", "integrity_unverifiable"}
+PIN_REASONS = ("integrity_mismatch", "integrity_unverifiable")
+_ABSOLUTE = re.compile(r"http://([^/?#\[\]:@]+|\[[^\]]*\])(?::(\d*))?([/?][^#]*)?$", re.I)
 PATH_LOG_MAX = 1024
 # Whole header lines only: a client that stops reading may hold half of one.
 _DENY_HDR = re.compile(rb"Sluice-Decision: deny; reason=([A-Za-z_]+)\r\n")
@@ -137,6 +150,9 @@ class Oracle:
         self.seen_deny = collections.Counter()       # (client port, reason) -> replies clients got
         self.dns_seen = 0
         self.cname_targets = set()
+        self.pin_stats = collections.Counter()       # what the pin checks saw (run.py's summary)
+        self.pin_lines = []                          # integrity_* lines waiting for the bodies origins sent
+        self.pin_bodies = collections.OrderedDict()  # SRI of a body an origin sent (every algorithm) -> None
 
     # What checking clients and origins counts: a second look (harness.py,
     # check_after) starts again from a snapshot.
@@ -193,6 +209,15 @@ class Oracle:
                 self.closes[lid] += 1
                 if self.closes[lid] > 1:
                     out.append(Violation("two_closes_one_id", str(l)))
+                if l.get("reason") is not None:
+                    # plain HTTP: a pinned body refused after its allow line
+                    if l.get("reason") not in PIN_REASONS or d is None:
+                        out.append(Violation("close_line_reason", f"a close line with reason {l.get('reason')}: "
+                                             f"{l}; decision: {d}"))
+                    else:
+                        client = str(d.get("client", "")).rsplit(":", 1)[-1]
+                        self.deny_by_client[(int(client) if client.isdigit() else -1, l["reason"])] += 1
+                        self.pin_lines.append((l, d))
         return out
 
     def _expected_rule(self, host, method, path):
@@ -232,6 +257,8 @@ class Oracle:
             return out
         if "credential" in l:
             out.append(Violation("credential_in_clear", f"a plain-HTTP request was given a credential: {l}"))
+        if reason in PIN_REASONS:
+            self.pin_lines.append((l, l))
         path = l.get("path")
         if not isinstance(path, str) or len(path) >= PATH_LOG_MAX or (reason not in ("rule", "rule_not_matched")):
             return out
@@ -292,8 +319,20 @@ class Oracle:
                 out.append(Violation("credential_field", f"no credential is set on {host}: {l}"))
             self.allow_req_by_host[(host, port)] += 1
         elif l.get("decision") == "deny":
-            if "rule" in l or "credential" in l:
+            # A pinned body refused once the request went upstream (its
+            # line is written at the end, with one) names the credential
+            # the request carried, and counts as a request origins may get.
+            went = reason in PIN_REASONS and "end" in l
+            if went:
+                self.allow_req_by_host[(host, port)] += 1
+            # A pinned refusal names the rule that pins the path (checked
+            # with the other pinned lines).
+            if ("rule" in l and reason not in PIN_REASONS) or \
+                    ("credential" in l and not (went and rules.has_credential(host, port, True) and
+                                                l["credential"] == rules.CRED_NAME)):
                 out.append(Violation("request_line_fields", f"a refusal with a rule or a credential: {l}"))
+            if reason in PIN_REASONS:
+                self.pin_lines.append((l, l))
             if reason == "rule_not_matched":
                 if "suggest" not in l:
                     out.append(Violation("request_line_fields", f"rule_not_matched without suggest: {l}"))
@@ -373,6 +412,7 @@ class Oracle:
                                      f"...{bytes(got[max(0, i - 300):i])!r}"))
         if getattr(r, "tls", None) is not None:
             out += self._check_tls_client(r)
+        out += self._check_pins_client(r)
         for m in (m for got in streams for m in _DENY_HDR.finditer(got)):
             reason = m.group(1).decode()
             self.seen_deny[(r.local_port, reason)] += 1
@@ -439,6 +479,145 @@ class Oracle:
                                          f"has {self.req_lines[lid]} request lines: {bytes(r.plain[:300])!r}"))
         return out
 
+    def _client_exchanges(self, r):
+        """(host or None, method, path) of each request a client sent, in
+        order, and its answers: host None where the request is none the
+        rules see (a CONNECT, another port, a target that is not http://)."""
+        if getattr(r, "tls", None) is not None:
+            host = norm_host(r.tunnel_host)
+            reqs, _, _ = parse_requests(bytes(r.plain_sent))
+            asked = [(host if q.target.startswith("/") else None, q.method, rules.split_target(q.target))
+                     for q in reqs]
+            got = bytes(r.plain)
+        else:
+            reqs, _, _ = parse_requests(bytes(getattr(r, "sent", b"")))
+            asked = []
+            for q in reqs:
+                m = _ABSOLUTE.match(q.target)
+                port = int(m.group(2)) if m and m.group(2) and m.group(2).isdigit() else 80
+                if q.method == "CONNECT" or not m or port not in net.HTTP_PORTS:
+                    asked.append((None, q.method, q.target))
+                else:
+                    asked.append((norm_host(m.group(1)), q.method, rules.split_target(m.group(3) or "/")))
+            got = bytes(r.received)
+        return asked, parse_responses(got, [a[1] for a in asked])
+
+    def _check_pins_client(self, r):
+        """No whole 2xx body for a pinned path that is not a pinned one,
+        none that could not be checked, and no part of one that does not
+        begin a pinned one (the gate holds them until they matched)."""
+        out = []
+        if not rules.ON:
+            return out
+        asked, answers = self._client_exchanges(r)
+        for (host, method, path), a in zip(asked, answers):
+            digests = rules.pin_of(host, method, path) if host else None
+            if not digests or not 200 <= a.status < 300 or a.framing == "none":
+                continue
+            self.pin_stats["client_2xx"] += 1
+            self.pin_stats["client_whole_ok"] += a.complete and a.framing in ("cl", "chunked") and \
+                rules.pin_matches(digests, a.body)
+            coded = [v for v in a.header("content-encoding") if v.lower() != "identity"]
+            if a.framing == "close" or coded:
+                out.append(Violation("pin_unverifiable_delivered",
+                                     f"client :{r.local_port} got a {a.status} for pinned {host}{path} "
+                                     f"{'with Content-Encoding ' + repr(coded) if coded else 'without framing'}"))
+            elif a.complete and not rules.pin_matches(digests, a.body):
+                out.append(Violation("pin_mismatch_delivered",
+                                     f"client :{r.local_port} got a whole {a.status} body ({a.framing}, "
+                                     f"{len(a.body)} bytes, {rules.actual_of(digests, a.body)}) for pinned "
+                                     f"{host}{path}, which pins {' '.join(digests)}: {a.body[:120]!r}"))
+            elif a.body and len(a.body) <= rules.PIN_HOLD_KIB << 10 and \
+                    not any(b.startswith(a.body) for b in rules.pin_bodies(host, method, path)):
+                # held until it matched: what came is the start of a body that does
+                out.append(Violation("pin_held_body_leaked",
+                                     f"client :{r.local_port} got {len(a.body)} bytes ({a.framing}, "
+                                     f"{'whole' if a.complete else 'cut'}) of a {a.status} for pinned {host}{path} "
+                                     f"that begin no body its digests match, though the gate holds pinned "
+                                     f"bodies up to pin_hold_kib whole: {a.body[:120]!r}"))
+        return out
+
+    # --- pinned artifacts: what origins got, and the lines ------------------------
+    def _check_pins_origin(self, c, r, host, where):
+        """A request an origin got for a pinned path: no Range, and
+        Accept-Encoding identity only."""
+        out = []
+        if not rules.ON or rules.pin_of(host, r.method, rules.split_target(r.target)) is None:
+            return out
+        self.pin_stats["origin_requests"] += 1
+        if any(k == "range" for k, _ in r.headers):
+            out.append(Violation("pin_range_reached_origin", f"{r} for a pinned path reached {where} with "
+                                 f"Range {[v for k, v in r.headers if k == 'range']}"))
+        ae = [v for k, v in r.headers if k == "accept-encoding"]
+        if ae != ["identity"]:
+            out.append(Violation("pin_accept_encoding", f"{r} for a pinned path reached {where} with "
+                                 f"Accept-Encoding {ae}, not identity alone"))
+        return out
+
+    def _note_bodies(self, c):
+        """The digests of every body (as far as it went) an origin sent on
+        this connection: what an integrity_mismatch line's actual may be."""
+        if not c.sent:
+            return
+        reqs, _, _ = parse_requests(c.data)
+        for a in parse_responses(bytes(c.sent), [q.method for q in reqs]):
+            for alg in ("sha256", "sha384", "sha512"):
+                self.pin_bodies[rules.sri(alg, a.body)] = None
+        while len(self.pin_bodies) > 30000:
+            self.pin_bodies.popitem(last=False)
+
+    def check_pin_lines(self, final=False):
+        """The integrity_* lines so far, once this case's origins are in:
+        a pinned request (the model's), the rule's digests as expected, and
+        as actual the digests, in the rule's algorithms, of a body an origin
+        sent that is none of them. A line whose body is not (yet) known
+        waits for the next case's origins, once."""
+        out, keep = [], []
+        for item in self.pin_lines:
+            l, d = item[0], item[1]
+            tries = item[2] if len(item) > 2 else 0
+            host, path = norm_host(d.get("host", "")), d.get("path")
+            if not isinstance(path, str) or len(path) >= PATH_LOG_MAX:
+                continue    # the logged path is cut: the model cannot tell
+            digests = rules.pin_of(host, d.get("method"), path)
+            if digests is None:
+                out.append(Violation("pin_line_unpinned", f"{l.get('reason')} for a request no pinned rule "
+                                     f"allows ({host} {d.get('method')} {path}): {l}"))
+                continue
+            self.pin_stats["lines_" + str(l.get("reason"))] += 1
+            i = rules.rule_allows(host, d.get("method"), path)
+            # (a Range refusal in a tunnel comes before any rule is named)
+            if ("end" in l or "rule" in l) and not self._rule_field_ok(l, i):
+                out.append(Violation("pin_line_rule", f"a pinned refusal must name the rule that pins it, "
+                                     f"line {self.rule_lines[i] if i < len(self.rule_lines) else '?'}: {l}"))
+            if l.get("reason") != "integrity_mismatch":
+                continue
+            want = " ".join(digests)
+            actual = str(l.get("actual", "")).split()
+            algs = [a.split("-", 1)[0] for a in actual]
+            got = str(l.get("expected", "")).split()
+            more = l.get("expected_more", 0)
+            if got and got == digests[:len(got)] and len(got) < len(digests):
+                # what does not fit the line is counted (its rule has them all)
+                if more != len(digests) - len(got) or len(want) <= 3000:
+                    out.append(Violation("pin_line_expected_cut", f"expected names {len(got)} of the rule's "
+                                         f"{len(digests)} digests ({len(l['expected'])} bytes), expected_more "
+                                         f"says {more}: {l}"))
+            elif l.get("expected") != want or more:
+                out.append(Violation("pin_line_expected", f"expected should be {want!r}: {l}"))
+            if algs != rules.algs_of(digests):
+                out.append(Violation("pin_line_actual", f"actual should name {rules.algs_of(digests)}: {l}"))
+                continue
+            if any(a in digests for a in actual):
+                out.append(Violation("pin_false_mismatch", f"the body matched the pin: {l}"))
+            elif not all(a in self.pin_bodies for a in actual):
+                if tries == 0 and not final:
+                    keep.append((l, d, 1))
+                else:
+                    out.append(Violation("pin_line_actual", f"actual is the digest of no body an origin sent: {l}"))
+        self.pin_lines = keep
+        return out
+
     def missing_closes(self, ports):
         """Allow lines of these client connections without their close line."""
         out = []
@@ -452,6 +631,7 @@ class Oracle:
     # --- what origins got -------------------------------------------------------
     def check_origin(self, c):
         out = []
+        self._note_bodies(c)
         if not net.is_public(c.local):
             out.append(Violation("origin_connect_non_public",
                                  f"sluice connected to {c.local}:{c.port} (got {bytes(c.data[:200])!r})"))
@@ -502,6 +682,7 @@ class Oracle:
             if not allowlisted(host, c.port, False):
                 out.append(Violation("origin_request_unlisted", f"{r} reached {c.local}:{c.port}"))
             elif rules.zone_of(host):
+                out += self._check_pins_origin(c, r, host, f"{c.local}:{c.port}")
                 i, why = self._expected_rule(host, r.method, rules.split_target(r.target))
                 if i is None:
                     out.append(Violation("origin_request_unlisted", f"{r} reached {c.local}:{c.port}: {why}"))
@@ -561,6 +742,7 @@ class Oracle:
             if i == 0 and self.inspected_by_host[(host, c.port)] == 0:
                 out.append(Violation("origin_conn_without_allow", f"{where} got requests for {host} in TLS; "
                                      f"no inspected allow line names {host}:{c.port}"))
+            out += self._check_pins_origin(c, r, host, f"{where} in TLS")
             rule, why = self._expected_rule(host, r.method, rules.split_target(r.target))
             if not r.target.startswith("/") or rule is None:
                 out.append(Violation("origin_request_unlisted",

@@ -12,6 +12,7 @@ class ClientResult:
     def __init__(self):
         self.local_port = None
         self.received = bytearray()
+        self.sent = b""           # the bytes it meant to send (up to its cut), for pairing answers with requests
         self.outcome = None       # how the connection ended, seen from here
         self.connect_error = None
         self.t_start = self.t_end = None
@@ -77,6 +78,7 @@ async def run_client(loop, spec, port, data):
     end = spec.get("end") or {"kind": "hold"}
     at = end.get("at")
     limit = len(data) if at is None else max(0, min(int(at), len(data)))
+    r.sent = data[:limit]
     wait = spec.get("wait_ms", 600) / 1000.0
 
     async def writer():

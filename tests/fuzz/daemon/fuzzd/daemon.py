@@ -38,9 +38,10 @@ canary.fuzz.test
 """
 
 
-def inspect_text(workdir, tls):
+def inspect_text(workdir, tls, pin_hold_kib=None):
     """[tls] and [credentials] for an inspecting gate: tls = (the gate's CA
-    cert, its key, the origins' CA)."""
+    cert, its key, the origins' CA); pin_hold_kib: the model's unless the
+    self-test breaks it."""
     ca_cert, ca_key, upstream = tls
     return f"""
 [tls]
@@ -48,6 +49,7 @@ ca_cert = {ca_cert}
 ca_key = {ca_key}
 upstream_ca = {upstream}
 leaf_days = 7
+pin_hold_kib = {rules.PIN_HOLD_KIB if pin_hold_kib is None else pin_hold_kib}
 
 [credentials]
 file = {workdir}/credentials.txt
@@ -172,11 +174,13 @@ class LogReader:
 
 class Daemon:
     def __init__(self, binary, workdir, workers=1, timeouts=None, coverage=True, allowlist=ALLOWLIST,
-                 policy_extra="", tls=None, secret=None):
+                 policy_extra="", tls=None, secret=None, rules_text=None, pin_hold_kib=None):
         """tls: (gate CA cert, its key, the origins' CA) to inspect, with
-        rules.py's rules and credential (whose secret is `secret`); None
-        for a gate that does not inspect."""
-        self.allowlist = allowlist + (rules.ALLOWLIST if tls else "")
+        rules.py's rules (or rules_text: the self-test's other ones) and
+        credential (whose secret is `secret`); None for a gate that does
+        not inspect."""
+        self.allowlist = allowlist + ((rules_text or rules.ALLOWLIST) if tls else "")
+        self.pin_hold_kib = pin_hold_kib
         self.policy_extra = policy_extra
         self.tls = tls
         self.secret = secret
@@ -197,7 +201,7 @@ class Daemon:
         text = config_text(self.workdir, self.workers, self.timeouts).replace(
             "[dns]\n", self.policy_extra + "\n[dns]\n" if self.policy_extra else "[dns]\n")
         if self.tls:
-            text += inspect_text(self.workdir, self.tls)
+            text += inspect_text(self.workdir, self.tls, self.pin_hold_kib)
             (self.workdir / "credentials.txt").write_text(rules.CREDENTIALS)
             sd = self.workdir / "secrets"
             sd.mkdir(mode=0o700, exist_ok=True)

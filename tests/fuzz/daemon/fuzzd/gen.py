@@ -577,6 +577,13 @@ def http_script(rng, k=1.0):
             ops.append({"op": "req"})
         elif r < 0.93:
             ops.append({"op": "sleep", "ms": rng.choice([10, 100, 400])})
+        if rng.random() < 0.06:
+            # a pinned artifact's body, right or wrong (gen_inspect.py): a
+            # request for its path may be what this answers
+            names = rng.choice([names for _, _, _, names in rules.PINS])
+            ops += gen_inspect.pinned_answer(rng, names, k, poison_ok=ends_certain)
+            ends_certain = False
+            continue
         text, bulk, certain = http_response(rng, ends_certain, k)
         ends_certain = ends_certain and certain
         if ends_certain and rng.random() < 0.35:

@@ -26,6 +26,7 @@ in the clear), "badrec" (a record that cannot decrypt). rst, close and
 shut end the connection without close_notify."""
 
 import copy
+import gzip
 
 from . import gen, net, rules
 from .pki import BAD_CERTS
@@ -35,9 +36,12 @@ METHODS = {
     "i2.fuzz.test": ["GET", "GET", "POST", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
 }
 _PATHS = {
-    "i1.fuzz.test": ["/", "/x", "/is-number", "/pkg/-/pkg-1.0.0.tgz", "/a/b/c", "/q?x=1&y=/../z", "/up/x"],
+    "i1.fuzz.test": ["/", "/x", "/is-number", "/pkg/-/pkg-1.0.0.tgz", "/a/b/c", "/q?x=1&y=/../z", "/up/x",
+                     "/pin/a.tgz", "/pin/b.tgz", "/pin/big", "/pin/empty", "/pin/many", "/pin/many-cut", "/pin/a.tgz?v=1",
+                     "/pin/a.tgzx", "/pin/A.tgz"],
     "i2.fuzz.test": ["/up/x", "/up/", "/up/a/b?c=d", "/up/a.txt", "/pub/a.txt", "/pub/x/y.txt", "/pub/a.txt?v=1",
-                     "/pub/a.txtx", "/pub/a", "/other", "/upx", "/UP/x", "/", "/up"],
+                     "/pub/a.txtx", "/pub/a", "/other", "/upx", "/UP/x", "/", "/up", "/pub/pin/x.txt",
+                     "/pub/pin/a/b.txt?q=1", "/pub/pin/x.txtx"],
 }
 # Paths sluice must refuse as ambiguous (rules.path_ambiguous), and some
 # it must not (an encoded letter, three dots, a query with dots).
@@ -136,7 +140,236 @@ def tls_script(rng, k=1.0, cert=None):
 
 # ---- scenarios ------------------------------------------------------------------
 
-KINDS = ["keepalive", "reconnect", "badcert", "refused", "plain", "hostile_tls", "upload", "resume"]
+KINDS = ["keepalive", "reconnect", "badcert", "refused", "plain", "hostile_tls", "upload", "resume", "pinned",
+         "pinned"]
+
+
+# ---- pinned artifacts ---------------------------------------------------------
+
+def pin_names(zone, path):
+    """The bodies that match the pin on this path (rules.PINS), or None."""
+    for z, pat, _, names in rules.PINS:
+        if z == zone and rules._pattern(pat).fullmatch(path.split("?", 1)[0]):
+            return names
+    return None
+
+
+def _chunked(rng, body, ext=None):
+    out, i = [], 0
+    while i < len(body):
+        n = rng.choice([1, 7, 100, 1000, 16384, 70000, len(body)])
+        piece = body[i:i + n]
+        e = ext if ext is not None else (";x=1" if rng.random() < 0.1 else "")
+        out.append(f"{len(piece):x}{e}\r\n{piece}\r\n")
+        i += n
+    trailer = rng.choice(["X-T: 1\r\n", "Trailer-Field: x\r\n" * 3]) if rng.random() < 0.15 else ""
+    return "".join(out) + f"0\r\n{trailer}\r\n"
+
+
+def _flip(rng, body):
+    if not body:
+        return "x"
+    i = rng.randrange(len(body))
+    return body[:i] + chr(ord(body[i]) ^ (1 << rng.randrange(7)) or 1) + body[i + 1:]
+
+
+PIN_ANSWERS = ["right", "right", "right", "right_chunked", "right_chunked", "flip", "other", "cut", "extended",
+               "short_cl", "after", "unframed", "http10", "coded", "te_gzip", "cl_and_te", "partial", "partial_all",
+               "status", "interim", "two", "chunk_flip", "bad_chunk", "bad_trailer", "cl0", "identity"]
+
+
+def pinned_answer(rng, names, k=1.0, kind=None, poison_ok=True):
+    """Ops that answer one request for a pinned path: its body (one of
+    names), right, or changed, cut, extended, split, re-framed, coded,
+    partial, after interim heads or followed by more."""
+    name = rng.choice(names)
+    kind = kind or rng.choice([a for a in PIN_ANSWERS if poison_ok or a != "after"])
+    if name == "bulk":
+        return _bulk_answer(rng, kind)
+    body = rules.BODIES[name].decode("latin-1")
+    hdrs = "".join(rng.sample(["Content-Type: application/octet-stream\r\n", 'ETag: "fz"\r\n',
+                               "Content-Encoding: identity\r\n", "Cache-Control: max-age=60\r\n"],
+                              rng.choice([0, 0, 1, 2])))
+    if "Content-Encoding" in hdrs and kind in ("coded", "te_gzip"):
+        hdrs = hdrs.replace("Content-Encoding: identity\r\n", "")
+
+    def cl(b, status="200 OK", extra=""):
+        return f"HTTP/1.1 {status}\r\n{hdrs}{extra}Content-Length: {len(b)}\r\n\r\n{b}"
+
+    def ch(b, extra="", te="chunked"):
+        return f"HTTP/1.1 200 OK\r\n{hdrs}{extra}Transfer-Encoding: {te}\r\n\r\n" + _chunked(rng, b)
+
+    end = None
+    other = rng.choice([n for n in rules.BODIES if n not in names and n != "bulk"])
+    if kind == "right":
+        text = cl(body)
+    elif kind == "right_chunked":
+        text = ch(body)
+    elif kind == "flip":
+        text = rng.choice([cl, ch])(_flip(rng, body))
+    elif kind == "other":
+        text = rng.choice([cl, ch])(rules.BODIES[other].decode("latin-1"))
+    elif kind == "cut":
+        text = cl(body)[:-rng.randint(1, max(1, min(len(body), 50)))] if body else cl("x")[:-1]
+        end = rng.choice(["close", "rst", "shut", "stall"])
+    elif kind == "extended":
+        more = gen._text(rng, rng.choice([1, 5, 300]))
+        text = cl(body + more)
+    elif kind == "short_cl":
+        # a Content-Length one short: the body is a prefix, its last byte the next message
+        text = cl(body[:-1]) + body[-1:] if body else cl("") + "x"
+    elif kind == "after":
+        text = (cl(body) if rng.random() < 0.5 else ch(body)) + gen.poison_response(rng)
+    elif kind == "unframed":
+        text = f"HTTP/1.1 200 OK\r\n{hdrs}\r\n{body}"
+        end = rng.choice(["close", "shut"])
+    elif kind == "http10":
+        text = f"HTTP/1.0 200 OK\r\n{hdrs}\r\n{body}"
+        end = "close"
+    elif kind == "coded":
+        coding = rng.choice(["gzip", "br", "deflate", "x-gzip", "identity, gzip", "gzip, identity", "IDENTITY",
+                             " identity", "identity;q=1"])
+        b = gzip.compress(body.encode("latin-1"), mtime=0).decode("latin-1") if "gzip" in coding and \
+            rng.random() < 0.5 else body
+        text = rng.choice([cl, ch])(b, extra=f"Content-Encoding: {coding}\r\n")
+    elif kind == "te_gzip":
+        # a transfer coding besides chunked, over the pinned bytes themselves
+        text = ch(body, te=rng.choice(["gzip, chunked", "identity, chunked", "chunked"]))
+    elif kind == "cl_and_te":
+        text = ch(body, extra=f"Content-Length: {len(body) + rng.choice([0, 1, -1])}\r\n")
+    elif kind == "partial":
+        n = rng.randint(0, max(0, len(body) - 1))
+        text = cl(body[:n], status="206 Partial Content", extra=f"Content-Range: bytes 0-{max(0, n - 1)}/{len(body)}\r\n")
+    elif kind == "partial_all":
+        text = cl(body, status="206 Partial Content", extra=f"Content-Range: bytes 0-{len(body) - 1}/{len(body)}\r\n")
+    elif kind == "status":
+        code = rng.choice(["203 Non-Authoritative", "404 Not Found", "500 Oops", "301 Moved", "410 Gone", "299 X"])
+        b = body if code.startswith("2") and rng.random() < 0.5 else _flip(rng, body)
+        text = cl(b, status=code, extra="Location: /pin/elsewhere\r\n" if code.startswith("3") else "")
+        if rng.random() < 0.2:
+            text = "HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n"
+    elif kind == "interim":
+        text = rng.choice(["HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"]) * \
+            rng.choice([1, 3]) + rng.choice([cl, ch])(rng.choice([body, body, _flip(rng, body)]))
+    elif kind == "two":
+        first, second = rng.choice([(_flip(rng, body), body), (body, _flip(rng, body)), (body, body)])
+        text = rng.choice([cl, ch])(first) + rng.choice([cl, ch])(second)
+    elif kind == "chunk_flip":
+        c = _chunked(rng, body)
+        i = c.find("\r\n") + 2     # the first chunk's first data byte
+        text = f"HTTP/1.1 200 OK\r\n{hdrs}Transfer-Encoding: chunked\r\n\r\n" + (c[:i] + _flip(rng, c[i]) + c[i + 1:]
+                                                                               if body else c)
+    elif kind == "bad_chunk":
+        c = _chunked(rng, body)
+        cut = rng.randrange(len(c))
+        text = f"HTTP/1.1 200 OK\r\n{hdrs}Transfer-Encoding: chunked\r\n\r\n" + c[:cut] + \
+            rng.choice(["zz\r\n", "\n", "0\n\n", "5\r\nab\r\n"])
+        end = rng.choice([None, "close"])
+    elif kind == "bad_trailer":
+        text = f"HTTP/1.1 200 OK\r\n{hdrs}Transfer-Encoding: chunked\r\n\r\n" + \
+            _chunked(rng, body)[:-2] + rng.choice(["bad trailer\r\n\r\n", "X:\x00\r\n\r\n", " fold: x\r\n\r\n"])
+    elif kind == "cl0":
+        text = cl("")
+    else:   # identity, spelled several ways
+        text = cl(body, extra=rng.choice(["Content-Encoding: identity\r\n", "content-encoding: Identity\r\n", ""]))
+    ops = [{"op": "send", "d": text, "w": gen.origin_splits(rng, len(text)) if rng.random() < 0.7 else
+            gen.splits(rng, len(text))}]
+    if end is None and rng.random() < 0.08 * k:
+        end = rng.choice(["close", "rst", "shut"])
+    if end:
+        ops.append({"op": end})
+    return ops
+
+
+def _bulk_answer(rng, kind):
+    n = rules.BULK_N
+    head = "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+    r = rng.random()
+    if kind in ("right", "right_chunked", "identity", "interim", "after") or r < 0.4:
+        # (no poison after it: bulk is its own writes, and poison must share one)
+        return [{"op": "send", "d": head % n, "w": []}, {"op": "bulk", "n": n}]
+    if r < 0.6:     # one byte more
+        return [{"op": "send", "d": head % (n + 1), "w": []}, {"op": "bulk", "n": n}, {"op": "send", "d": "!", "w": []}]
+    if r < 0.8:     # the last byte changed
+        return [{"op": "send", "d": head % n, "w": []}, {"op": "bulk", "n": n - 1}, {"op": "send", "d": "!", "w": []}]
+    return [{"op": "send", "d": head % n, "w": []}, {"op": "bulk", "n": n - rng.choice([1, 70000])},
+            {"op": rng.choice(["close", "rst"])}]
+
+
+def _pinned_request(rng, name, port, zone, plain_port=None):
+    """A request for a pinned path (or, now and then, a path next to one),
+    with the headers that matter to a pin now and then; with the path and
+    whether it can reach an origin."""
+    paths = rules.PINNED_PATHS[zone]
+    p = rng.choice(paths) if rng.random() < 0.85 else rng.choice(_PATHS[zone])
+    if zone == "i2.fuzz.test" and p.startswith("/pub/pin/") and rng.random() < 0.5:
+        p = f"/pub/pin/{gen._text(rng, rng.randint(1, 8))}.txt"
+    if rng.random() < 0.1:
+        p += "?v=" + gen._text(rng, 3)
+    method = "GET" if rng.random() < 0.9 else "HEAD"
+    extra = ""
+    ranged = rng.random() < 0.15
+    if ranged:
+        extra += rng.choice(["Range: bytes=0-9\r\n", "Range: bytes=-1\r\n", "range: x\r\n", "Range:\r\n"])
+    if rng.random() < 0.35:
+        extra += rng.choice(["Accept-Encoding: gzip\r\n", "Accept-Encoding: gzip, br\r\nAccept-Encoding: zstd\r\n",
+                             "accept-encoding: identity\r\n", "Accept-Encoding: *\r\n", "Accept-Encoding:\r\n"])
+    if rng.random() < 0.1:
+        extra += rng.choice(['If-None-Match: "fz"\r\n', "If-Range: x\r\n", "TE: gzip\r\n", "Want-Digest: sha-256\r\n"])
+    if plain_port is not None:
+        auth = name if plain_port == 80 else f"{name}:{plain_port}"
+        head = f"{method} http://{auth}{p} HTTP/1.1\r\nHost: {auth}\r\n{extra}\r\n"
+    else:
+        auth = name if port == 443 else f"{name}:{port}"
+        head = f"{method} {p} HTTP/1.1\r\nHost: {auth}\r\n{extra}\r\n"
+    return head, p, method, ranged
+
+
+def pinned_scenario(rng, ctx, seed, name, zone, port, dns_e, addrs):
+    """Requests for pinned paths, in a tunnel or as plain HTTP, answered by
+    origins that send the pinned bodies right or wrong in every way."""
+    plain_port = rng.choice(net.HTTP_PORTS) if rng.random() < 0.3 else None
+    n = rng.choice([1, 1, 2, 3, 4])
+    reqs, ops = [], []
+    cut = False
+    for i in range(n):
+        head, p, method, ranged = _pinned_request(rng, name, port, zone, plain_port)
+        reqs.append(head)
+        if ranged and pin_names(zone, p) and method == "GET":
+            continue     # refused at the gate: the origin never sees it
+        ops.append({"op": "req"})
+        names = pin_names(zone, p)
+        if names and method == "GET":
+            more = pinned_answer(rng, names)
+            cut = cut or any(o["op"] in ("close", "rst", "shut", "stall") for o in more)
+            ops += more
+        else:
+            resp = gen._ok_response(rng)
+            ops.append({"op": "send", "d": resp, "w": gen.origin_splits(rng, len(resp))})
+    scripts = [{"ops": ops}]
+    if cut or rng.random() < 0.3:   # the next request needs a new connection
+        scripts.append({"ops": _serve(rng, n)})
+    writes = []
+    if rng.random() < 0.5:   # one after another rather than pipelined
+        writes = [[len(r), 0 if i == 0 else rng.choice([20, 60, 150])] for i, r in enumerate(reqs)]
+    stop = rng.choice([-1, -1, -1, -1, 0, 1000, 100000])
+    if plain_port is not None:
+        cl = gen._client_spec(rng, "".join(reqs), writes=writes, wait=rng.choice([600, 1200]))
+        cl["stop_read"] = stop
+        return {"v": 1, "seed": seed, "origin": "scenario:inspect_pinned_plain", "k": 0.0, "clients": [cl],
+                "origins": {f"{a}:{plain_port}": [dict(s, rcvbuf=0) for s in copy.deepcopy(scripts)] for a in addrs},
+                "dns": {name: dns_e}}
+    for s in scripts:
+        s["tls"] = {"cert": "good"}
+    plain = "".join(reqs)
+    head = f"CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"
+    t = {"host": name, "sni": "@", "alpn": ["http/1.1"], "records": 1, "raw": None, "data": plain,
+         "writes": writes, "cut": None, "notify": rng.random() < 0.3}
+    cl = {"start_ms": 0, "data": head, "bulk": 0, "writes": [], "end": {"kind": rng.choice(["hold", "shut"]),
+          "at": None, "ms": 0}, "tls": t, "stop_read": stop, "rcvbuf": 0 if rng.random() < 0.8 else 2048,
+          "wait_ms": rng.choice([600, 1200])}
+    return {"v": 1, "seed": seed, "origin": "scenario:inspect_pinned", "k": 0.0, "clients": [cl],
+            "origins": {f"{a}:{port}": copy.deepcopy(scripts) for a in addrs}, "dns": {name: dns_e}}
 
 
 def _allowed_request(rng, name, port, zone, i, body=None, extra=""):
@@ -183,8 +416,9 @@ def _serve(rng, n, after_last=None):
     return ops
 
 
-def scenario(rng, ctx, seed):
-    kind = rng.choice(KINDS)
+def scenario(rng, ctx, seed, kind=None):
+    ctx.k = 0.0
+    kind = kind or rng.choice(KINDS)
     zone_kind = rng.choice(["i1", "i2"])
     name = f"h0-{gen.NONCE}.{gen.ZONES[zone_kind]}"
     zone = gen.ZONES[zone_kind]
@@ -192,6 +426,8 @@ def scenario(rng, ctx, seed):
     dns_e, addrs = gen._clean_dns(ctx, name, rng)
     port = 443 if rng.random() < 0.85 else 8443
     n = rng.randint(1, 4)
+    if kind == "pinned":
+        return pinned_scenario(rng, ctx, seed, name, zone, port, dns_e, addrs)
     reqs = [_allowed_request(rng, name, port, zone, i) for i in range(n)]
     scripts = [{"tls": {"cert": "good"}, "ops": _serve(rng, n)}]
     writes = []

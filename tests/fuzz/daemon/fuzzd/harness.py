@@ -136,7 +136,8 @@ class Runner:
         self.gate_tls = (cert, key, upstream)
         self.gate_ca_pem = Path(cert).read_text()
         d = Daemon(self.binary, self.workroot / "check", coverage=False, tls=self.gate_tls, secret=self.secret,
-                   allowlist=self._allowlist(), policy_extra=getattr(self.o, "policy_extra", ""))
+                   allowlist=self._allowlist(), policy_extra=getattr(self.o, "policy_extra", ""),
+                   rules_text=getattr(self.o, "rules_text", None))
         rc, out = d.check()
         if rc == 0:
             self.inspect = True
@@ -162,7 +163,9 @@ class Runner:
         self.daemon = Daemon(self.binary, wd, workers=self.o.workers, timeouts=self.timeouts,
                              coverage=not self.o.no_coverage, allowlist=self._allowlist(),
                              policy_extra=getattr(self.o, "policy_extra", ""),
-                             tls=self.gate_tls if self.inspect else None, secret=self.secret)
+                             tls=self.gate_tls if self.inspect else None, secret=self.secret,
+                             rules_text=getattr(self.o, "rules_text", None),
+                             pin_hold_kib=getattr(self.o, "pin_hold_kib", None))
         await self.loop.run_in_executor(None, self.daemon.start)
         self.daemon.log.secret = self.secret.encode()
         self.oracle = checks.Oracle(self.dns, self.secret if self.inspect else None,
@@ -507,6 +510,10 @@ class Runner:
                 continue
             break
         self.canary_results = []
+        out += o.check_pin_lines()
+        for k, v in o.pin_stats.items():
+            self.stats["pin_" + k] += v
+        o.pin_stats.clear()
         out += o.check_dns()
         # Allow lines of finished clients must have their close line by now.
         now = time.monotonic()

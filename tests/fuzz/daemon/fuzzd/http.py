@@ -180,3 +180,117 @@ def parse_requests(buf):
             req.body_len = size
         req.complete = True
     return out, "ok", pos
+
+
+class Response:
+    __slots__ = ("status", "headers", "body", "complete", "framing")
+
+    def __init__(self, status, headers):
+        self.status, self.headers = status, headers
+        self.body = b""          # as far as it came (dechunked)
+        self.complete = False    # the whole body: its Content-Length, or through the last chunk's size line
+        self.framing = None      # "cl", "chunked", "close" or "none" (no body)
+
+    def header(self, name):
+        return [v for k, v in self.headers if k == name]
+
+    def __repr__(self):
+        return f"<{self.status} {self.framing} {len(self.body)} bytes complete={self.complete}>"
+
+
+def _dechunk_prefix(buf, pos):
+    """A chunked body from pos, as far as it came: (data, through the last
+    chunk's size line, end offset of the whole body or None); raises
+    ValueError where it is not chunked."""
+    parts = []
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            if len(buf) - pos > 4096:
+                raise ValueError("chunk size line too long")
+            return b"".join(parts), False, None
+        m = _HEX.match(bytes(buf[pos:eol]))
+        if not m:
+            raise ValueError("bad chunk size line")
+        size = int(m.group(0), 16)
+        pos = eol + 2
+        if size == 0:
+            while True:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    return b"".join(parts), True, None
+                if eol == pos:
+                    return b"".join(parts), True, eol + 2
+                pos = eol + 2
+        parts.append(bytes(buf[pos:pos + size]))
+        if len(buf) < pos + size + 2:
+            return b"".join(parts), False, None
+        if buf[pos + size:pos + size + 2] != b"\r\n":
+            raise ValueError("chunk data not followed by CRLF")
+        pos += size + 2
+
+
+def parse_responses(buf, methods):
+    """The final responses in a stream (interim heads skipped), paired in
+    order with the methods of the requests they answer, each with its body
+    as far as it came. Stops where the framing is not certain (a bad head,
+    a body to the close, a 101, a 2xx to CONNECT): a message after that
+    could not be told from the body before it."""
+    out = []
+    pos, i = 0, 0
+    while pos < len(buf):
+        he = buf.find(b"\r\n\r\n", pos)
+        if he < 0:
+            return out
+        lines = bytes(buf[pos:he]).split(b"\r\n")
+        m = _STATUS_LINE.fullmatch(lines[0])
+        if not m:
+            return out
+        headers = []
+        for ln in lines[1:]:
+            k, sep, v = ln.partition(b":")
+            if not sep:
+                return out
+            headers.append((k.strip().lower().decode("latin-1"), v.strip().decode("latin-1")))
+        code = int(m.group(1))
+        pos = he + 4
+        if code == 101:
+            return out
+        if code < 200:
+            continue
+        method = methods[i] if i < len(methods) else "GET"
+        i += 1
+        r = Response(code, headers)
+        out.append(r)
+        if method == "CONNECT" and code < 300:
+            return out
+        if method == "HEAD" or code in (204, 304):
+            r.framing, r.complete = "none", True
+            continue
+        te = [v.lower() for k, v in headers if k == "transfer-encoding"]
+        cl = {x.strip() for k, v in headers if k == "content-length" for x in v.split(",")}   # repeats fold
+        if te:
+            codings = [c.strip() for c in ",".join(te).split(",") if c.strip()]
+            if not codings or codings[-1] != "chunked":
+                r.framing = "close"
+                r.body = bytes(buf[pos:])
+                return out
+            r.framing = "chunked"
+            try:
+                r.body, r.complete, end = _dechunk_prefix(buf, pos)
+            except ValueError:
+                return out
+            if end is None:
+                return out
+            pos = end
+        elif len(cl) == 1 and next(iter(cl)).isdigit():
+            n = int(next(iter(cl)))
+            r.framing = "cl"
+            r.body = bytes(buf[pos:pos + n])
+            r.complete = len(buf) - pos >= n
+            pos += n
+        else:
+            r.framing = "close"
+            r.body = bytes(buf[pos:])
+            return out
+    return out

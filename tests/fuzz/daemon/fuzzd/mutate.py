@@ -6,7 +6,7 @@ import copy
 import random
 import re
 
-from . import gen, gen_inspect
+from . import gen, gen_inspect, rules
 from .pki import CERT_KINDS
 
 TOKENS = ["\r\n", "\r\n\r\n", "\n", "\r", " ", ":", "0\r\n\r\n", "chunked", "Transfer-Encoding: chunked\r\n",
@@ -118,8 +118,8 @@ def mutate(parent, corpus, seed):
     for _ in range(rng.choice([1, 1, 2, 3, 4])):
         ctx = _ctx_for(rng, c)
         op = rng.choices(["cbytes", "csplit", "cend", "cnew", "cadd", "cdrop", "obytes", "onew", "oops",
-                          "dnew", "dtweak", "cross", "cappend", "ctls", "otls"],
-                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6, 4, 3])[0]
+                          "dnew", "dtweak", "cross", "cappend", "ctls", "otls", "opin"],
+                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6, 4, 3, 4])[0]
         clients = c["clients"]
         if op == "cbytes":
             cl = rng.choice(clients)
@@ -195,6 +195,22 @@ def mutate(parent, corpus, seed):
                 else:
                     script["ops"].insert(rng.randint(0, len(script["ops"])),
                                          {"op": rng.choice(["notify", "alert", "badrec"])})
+        elif op == "opin" and c["origins"]:
+            # an answer becomes a pinned artifact's body, right or wrong
+            # (no poison: what came before it may have no certain end)
+            script = rng.choice(c["origins"][rng.choice(sorted(c["origins"]))])
+            ops = script["ops"]
+            sends = [i for i, o in enumerate(ops) if o.get("op") == "send"]
+            names = rng.choice([names for _, _, _, names in rules.PINS])
+            fresh = gen_inspect.pinned_answer(rng, names, rng.choice([0.0, 1.0]), poison_ok=False)
+            if sends:
+                i = rng.choice(sends)
+                ops[i:i + 1] = fresh
+                for o in ops[i + len(fresh):]:   # what follows may now be its body
+                    if o.get("op") == "send":
+                        o["d"] = o.get("d", "").replace(gen.POISON, "P0IS0N-")
+            else:
+                ops += [{"op": "req"}] + fresh
         elif op == "cdrop" and len(clients) > 1:
             clients.pop(rng.randrange(len(clients)))
         elif op == "obytes" and c["origins"]:

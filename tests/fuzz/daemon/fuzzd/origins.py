@@ -27,6 +27,7 @@ class OriginConn:
         self.exec_id = exec_id
         self.t_accept = time.monotonic()
         self.data = bytearray()
+        self.sent = bytearray()  # what the script sent (plaintext, inside TLS): the bodies a pin was checked on
         self.parsed = 0         # requests consumed by "req" ops
         self.eof = False
         self.closed = False
@@ -241,6 +242,8 @@ class Origins:
 
     async def _put(self, c, data):
         """Plaintext out: as it is, or one TLS record (or a few) per call."""
+        if len(c.sent) < RECORD_CAP:
+            c.sent += data
         if c.side is None:
             await self.loop.sock_sendall(c.sock, data)
         else:

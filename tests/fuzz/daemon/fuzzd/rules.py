@@ -8,6 +8,8 @@ GET of /pub/*.txt. i1 also has a plain entry, which rules shadow: it must
 allow nothing more. The credential is set on i2 only, and only inside TLS
 sluice verified."""
 
+import base64
+import hashlib
 import re
 
 from . import net
@@ -19,15 +21,68 @@ CRED_NAME = "fz"
 CRED_HEADER = "Authorization"
 CRED_ZONE = "i2.fuzz.test"
 
-# (zone, methods or None for any, path pattern): in the allowlist's order.
-RULES = [
-    ("i1.fuzz.test", {"GET", "HEAD"}, "/*"),
-    ("i2.fuzz.test", None, "/up/*"),
-    ("i2.fuzz.test", {"GET"}, "/pub/*.txt"),
+# Pinned artifacts (SPEC part 2): the bodies the fuzzer's origins know, and
+# the digests the gate's GET rules pin them to. A rule may name several
+# digests (any one matching will do), in several algorithms; /pin/many has
+# twelve, the body's own last; /pin/many-cut forty, as pip gives one
+# package, more than an integrity_mismatch line's "expected" lists (3,000
+# bytes: "expected_more" counts the rest).
+def _text_body(tag, unit, n):
+    return (tag + unit * n).encode("latin-1")
+
+
+BODIES = {
+    "a": b"pinned artifact a.tgz: 0123456789\n",
+    "b1": bytes((i * 7 + 3) % 94 + 33 for i in range(1500)),
+    "b2": _text_body("b2:", "0123456789abcdef", 100),
+    "empty": b"",
+    "big": _text_body("big:", "0123456789abcdefghijklmnopqrstuv" * 2, 1600),
+    "many": b"many digests, this one last\n",
+    "c": b"a pinned text file\n" * 3,
+}
+BULK_N = 300000    # /pin/bulk is the origins' bulk filler (origins.py _bulk), this many bytes
+
+
+def _bulk_bytes(n):
+    block = (b"0123456789abcdefghijklmnopqrstuvwxyz" * 2000)[:65536]
+    return (block * (n // len(block) + 1))[:n]
+
+
+BODIES["bulk"] = _bulk_bytes(BULK_N)
+_HASH = {"sha256": hashlib.sha256, "sha384": hashlib.sha384, "sha512": hashlib.sha512}
+
+
+def sri(alg, data):
+    return f"{alg}-{base64.b64encode(_HASH[alg](data).digest()).decode()}"
+
+
+# path pattern -> (digests in the rule's order, the bodies that match)
+PINS = [
+    ("i1.fuzz.test", "/pin/a.tgz", [sri("sha256", BODIES["a"])], ["a"]),
+    ("i1.fuzz.test", "/pin/b.tgz", [sri("sha512", BODIES["b1"]), sri("sha384", BODIES["b2"])], ["b1", "b2"]),
+    ("i1.fuzz.test", "/pin/empty", [sri("sha256", b"")], ["empty"]),
+    ("i1.fuzz.test", "/pin/big", [sri("sha384", BODIES["big"]), sri("sha256", BODIES["big"])], ["big"]),
+    ("i1.fuzz.test", "/pin/bulk", [sri("sha256", BODIES["bulk"])], ["bulk"]),
+    ("i1.fuzz.test", "/pin/many", [sri("sha512", b"decoy %d" % i) for i in range(11)] +
+     [sri("sha512", BODIES["many"])], ["many"]),
+    ("i1.fuzz.test", "/pin/many-cut", [sri("sha512", b"decoy %d" % i) for i in range(39)] +
+     [sri("sha512", BODIES["many"])], ["many"]),
+    ("i2.fuzz.test", "/pub/pin/*.txt", [sri("sha256", BODIES["c"]), sri("sha512", BODIES["c"])], ["c"]),
+]
+PINNED_PATHS = {"i1.fuzz.test": ["/pin/a.tgz", "/pin/b.tgz", "/pin/empty", "/pin/big", "/pin/bulk", "/pin/many",
+                                 "/pin/many-cut"],
+                "i2.fuzz.test": ["/pub/pin/x.txt", "/pub/pin/a/b.txt"]}
+
+# (zone, methods or None for any, path pattern, digests): in the allowlist's
+# order, the pinned rules first (the first rule that matches decides).
+RULES = [(z, {"GET"}, p, d) for z, p, d, _ in PINS] + [
+    ("i1.fuzz.test", {"GET", "HEAD"}, "/*", []),
+    ("i2.fuzz.test", None, "/up/*", []),
+    ("i2.fuzz.test", {"GET"}, "/pub/*.txt", []),
 ]
 
-ALLOWLIST = """# request rules (tests/fuzz/daemon/fuzzd/rules.py is their model)
-GET,HEAD *.i1.fuzz.test/*
+ALLOWLIST = "# request rules (tests/fuzz/daemon/fuzzd/rules.py is their model)\n" + "".join(
+    f"GET *.{z}{p} {' '.join(d)}\n" for z, p, d, _ in PINS) + """GET,HEAD *.i1.fuzz.test/*
 *.i1.fuzz.test
 * *.i2.fuzz.test/up/*
 GET *.i2.fuzz.test/pub/*.txt
@@ -40,7 +95,7 @@ def _pattern(p):
     return re.compile("".join(".*" if ch == "*" else re.escape(ch) for ch in p), re.S)
 
 
-_RULES = [(z, m, _pattern(p)) for z, m, p in RULES]
+_RULES = [(z, m, _pattern(p)) for z, m, p, _ in RULES]
 
 
 def zone_of(host):
@@ -128,3 +183,43 @@ def rule_line_numbers(allowlist_text):
         if len(first) >= 2 and re.fullmatch(r"\*|[A-Z]+(,[A-Z]+)*", first[0]):
             out.append(i)
     return out
+
+def pin_of(host, method, path):
+    """The digests that pin this request (the first rule that allows it
+    has them), or None: not pinned, or refused. The path is without its
+    query."""
+    if path_ambiguous(path):
+        return None
+    i = rule_allows(host, method, path)
+    return RULES[i][3] or None if i is not None else None
+
+
+def algs_of(digests):
+    """The algorithms a rule names, in the order it first names them."""
+    out = []
+    for d in digests:
+        a = d.split("-", 1)[0]
+        if a not in out:
+            out.append(a)
+    return out
+
+
+# The gate holds a pinned body whole until its digest is known while it is
+# at most [tls] pin_hold_kib (daemon.py sets it), far more than any body
+# here: none of a body that does not match reaches a client.
+PIN_HOLD_KIB = 8192
+
+
+def pin_bodies(host, method, path):
+    """The bodies of rules.BODIES that match the pin on this request."""
+    digests = pin_of(host, method, path)
+    return [b for b in BODIES.values() if digests and pin_matches(digests, b)]
+
+
+def pin_matches(digests, body):
+    return any(sri(d.split("-", 1)[0], body) == d for d in digests)
+
+
+def actual_of(digests, body):
+    """What the gate logs as "actual" for this body under these digests."""
+    return " ".join(sri(a, body) for a in algs_of(digests))

@@ -12,6 +12,7 @@ from . import daemon as daemon_mod
 from .gen import NONCE, POISON
 from .harness import Runner, case_id
 from .http import parse_requests
+from .rules import BODIES, PINS
 from .origins import OriginConn
 
 OK_NAME = f"h0-{NONCE}.ok.fuzz.test"
@@ -47,6 +48,10 @@ def _case(clients, dns, origins=None):
          "origins": origins or {}}
     c["id"] = case_id(c)
     return c
+
+
+# The gate's rules with /pin/a.tgz not pinned: the model still pins it.
+UNPINNED_A = rules.ALLOWLIST.replace(f"/pin/a.tgz {PINS[0][2][0]}", "/pin/a.tgz")
 
 
 def _send(text):
@@ -89,6 +94,32 @@ SCENARIOS = [
      _case([_tunnel(I2_NAME, f"GET /up/x HTTP/1.1\r\nHost: {I2_NAME}\r\n\r\n")], _dns(I2_NAME, "o7"),
            {"o7:443": _tls_origin([{"op": "req"}, {"op": "reflect"}])}),
      {"secret_leaked"}, {"inspect": "on"}),
+    ("a gate that does not pin a pinned path lets a Range request, the client's Accept-Encoding and a wrong or "
+     "unframed body through", "", "",
+     _case([_tunnel(I1_NAME, f"GET /pin/a.tgz HTTP/1.1\r\nHost: {I1_NAME}\r\nRange: bytes=0-3\r\n"
+                             f"Accept-Encoding: gzip\r\n\r\nGET /pin/a.tgz HTTP/1.1\r\nHost: {I1_NAME}\r\n\r\n")],
+           _dns(I1_NAME, "o8"),
+           {"o8:443": _tls_origin([{"op": "req"}, {"op": "send", "d": "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake",
+                                                    "w": []},
+                                   {"op": "req"}, {"op": "send", "d": "HTTP/1.1 200 OK\r\n\r\nto the close", "w": []},
+                                   {"op": "close"}])}),
+     {"pin_mismatch_delivered", "pin_range_reached_origin", "pin_accept_encoding", "pin_unverifiable_delivered"},
+     {"inspect": "on", "rules_text": UNPINNED_A}),
+    ("the same as plain HTTP", "", "",
+     _case([dict(_get(I1_NAME, "Range: bytes=0-3\r\nAccept-Encoding: gzip\r\n"),
+                 data=f"GET http://{I1_NAME}/pin/a.tgz HTTP/1.1\r\nHost: {I1_NAME}\r\nRange: bytes=0-3\r\n"
+                      f"Accept-Encoding: gzip\r\n\r\n")],
+           _dns(I1_NAME, "o9"), {"o9:80": _send("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake")}),
+     {"pin_mismatch_delivered", "pin_range_reached_origin", "pin_accept_encoding"},
+     {"inspect": "on", "rules_text": UNPINNED_A}),
+    ("a gate that streams a pinned body (pin_hold_kib = 0) lets the start of a wrong one (its first byte) through", "", "",
+     _case([_tunnel(I1_NAME, f"GET /pin/big HTTP/1.1\r\nHost: {I1_NAME}\r\n\r\n")], _dns(I1_NAME, "o10"),
+           {"o10:443": _tls_origin([
+               {"op": "req"},
+               {"op": "send", "d": f"HTTP/1.1 200 OK\r\nContent-Length: {len(BODIES['big'])}\r\n\r\n"
+                                   + "X" + BODIES["big"][1:-10].decode(), "w": []},
+               {"op": "sleep", "ms": 200}, {"op": "send", "d": BODIES["big"][-10:].decode(), "w": []}])}),
+     {"pin_held_body_leaked"}, {"inspect": "on", "pin_hold_kib": 0}),
 ]
 
 
@@ -115,7 +146,8 @@ def pure_inspect_checks():
     name, addr = "h0-abcdef.i2.fuzz.test", "11.0.1.10"
     tunnel = {"event": "decision", "id": "t1", "client": "127.0.0.1:40000", "method": "CONNECT", "host": name,
               "port": 443, "decision": "allow", "reason": "inspected", "addr": addr}
-    line2 = rules.rule_line_numbers(daemon_mod.ALLOWLIST + rules.ALLOWLIST)[1]
+    line2 = rules.rule_line_numbers(daemon_mod.ALLOWLIST + rules.ALLOWLIST)[
+        [i for i, r in enumerate(rules.RULES) if r[0] == "i2.fuzz.test" and r[2] == "/up/*"][0]]
     req = {"event": "request", "id": "t1", "n": 1, "method": "GET", "host": name, "path": "/up/x",
            "decision": "allow", "reason": "rule", "rule": f"allowlist.txt:{line2}", "credential": "fz", "status": 200}
     head = f"GET /up/x HTTP/1.1\r\nHost: {name}\r\nAuthorization: Bearer {secret}\r\n\r\n".encode()
@@ -129,11 +161,13 @@ def pure_inspect_checks():
         return c
 
     def kinds(o, lines=(), conns=(), clients=()):
+        o._note_bodies(fake)     # what an origin sent: the bodies integrity_mismatch lines may name
         got = {v.kind for v in o.add_lines(list(lines))}
         for r in clients:
             got |= {v.kind for v in o.check_client(r)}
         for c in conns:
             got |= {v.kind for v in o.check_origin(c)}
+        got |= {v.kind for v in o.check_pin_lines(final=True)}
         return got
 
     class _Client:
@@ -155,8 +189,59 @@ def pure_inspect_checks():
     resumed.tls.update(resumed=True, offered_session_of="h9-abcdef.i1.fuzz.test")
     two = _Client(bytearray(f"GET /up/x HTTP/1.1\r\nHost: {name}\r\n\r\n".encode() * 2))
     two.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" * 2)
+    # A pinned body that failed its digest: the origin sent "fake" for /pin/b.tgz.
+    pin_digests = PINS[1][2]
+    lines = rules.rule_line_numbers(daemon_mod.ALLOWLIST + rules.ALLOWLIST)
+    pin_req = dict(req, path="/pin/b.tgz", host=name.replace(".i2.", ".i1."), decision="deny",
+                   reason="integrity_mismatch", status=200, end="integrity_mismatch", expected=" ".join(pin_digests),
+                   actual=rules.actual_of(pin_digests, b"fake"), rule=f"allowlist.txt:{lines[1]}", credential=None)
+    many = [p for p in PINS if p[1] == "/pin/many-cut"][0][2]
+    fits = 0
+    while len(" ".join(many[:fits + 1])) < 3000 - 2:
+        fits += 1
+    many_req = dict(pin_req, path="/pin/many-cut", rule=f"allowlist.txt:{lines[[p[1] for p in PINS].index('/pin/many-cut')]}",
+                    expected=" ".join(many[:fits]), expected_more=len(many) - fits,
+                    actual=rules.actual_of(many, b"fake"), id="t2")
+    pin_tunnel = dict(tunnel, id="t2", host=name.replace(".i2.", ".i1."))
+    pin_req["id"] = "t2"
+    fake = conn(f"GET /pin/b.tgz HTTP/1.1\r\nHost: {pin_tunnel['host']}\r\nAccept-Encoding: identity\r\n\r\n".encode())
+    fake.tls["sni"] = pin_tunnel["host"]
+    fake.sent = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nfake")
+    def pinned_client(body, whole=False):
+        """A client of pin_tunnel that asked for /pin/b.tgz and got this much
+        of a body of 1,500 bytes (or a whole one)."""
+        c = _Client(bytearray(f"GET /pin/b.tgz HTTP/1.1\r\nHost: {pin_tunnel['host']}\r\n\r\n".encode()))
+        c.tunnel_host = pin_tunnel["host"]
+        c.plain = bytearray(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body) if whole else 1500, body))
+        return c
+
     cases = [
         ("a clean tunnel", [tunnel, req], [conn(head)], [sent], set()),
+        ("a clean integrity_mismatch line", [pin_tunnel, pin_req], [], [], set()),
+        ("integrity_mismatch without the rule's digests as expected",
+         [pin_tunnel, dict(pin_req, expected=" ".join(reversed(pin_digests)))], [], [], {"pin_line_expected"}),
+        ("integrity_mismatch whose expected is cut short",
+         [pin_tunnel, dict(pin_req, expected=pin_digests[0])], [], [], {"pin_line_expected_cut"}),
+        ("integrity_mismatch for 40 digests, expected_more counting what does not fit", [pin_tunnel, many_req], [],
+         [], set()),
+        ("integrity_mismatch for 40 digests, cut without expected_more",
+         [pin_tunnel, dict(many_req, expected_more=None)], [], [], {"pin_line_expected_cut"}),
+        ("integrity_mismatch that does not name the pinning rule",
+         [pin_tunnel, dict(pin_req, rule=f"allowlist.txt:{lines[-1]}")], [], [], {"pin_line_rule"}),
+        ("a pinned body cut short, its start right", [pin_tunnel], [], [pinned_client(BODIES["b1"][:700])], set()),
+        ("a pinned body cut short, its start wrong (it should have been held)", [pin_tunnel], [],
+         [pinned_client(b"fake")], {"pin_held_body_leaked"}),
+        ("a whole wrong body for a pinned path", [pin_tunnel], [], [pinned_client(b"fake", whole=True)],
+         {"pin_mismatch_delivered"}),
+        ("integrity_mismatch whose actual names other algorithms",
+         [pin_tunnel, dict(pin_req, actual=rules.sri("sha256", b"fake"))], [], [], {"pin_line_actual"}),
+        ("integrity_mismatch whose actual is no body an origin sent",
+         [pin_tunnel, dict(pin_req, actual=rules.actual_of(pin_digests, b"never sent"))], [], [], {"pin_line_actual"}),
+        ("integrity_mismatch for the pinned body itself",
+         [pin_tunnel, dict(pin_req, actual=rules.actual_of(pin_digests, BODIES["b1"]))], [], [], {"pin_false_mismatch"}),
+        ("integrity_unverifiable for a path no rule pins",
+         [pin_tunnel, dict(pin_req, path="/pin/b.tgzx", reason="integrity_unverifiable")], [], [],
+         {"pin_line_unpinned"}),
         ("a request sent once reaches the origin twice", [tunnel, req, dict(req, n=2)], [conn(head * 2)], [sent],
          {"origin_request_not_sent"}),
         ("a request line for no tunnel", [dict(req, id="t9")], [], [], {"request_without_tunnel"}),
