@@ -66,6 +66,9 @@ def options(argv):
     p.add_argument("--focus", choices=["pinned"], default=os.environ.get("FUZZ_DAEMON_FOCUS") or None,
                    help="pinned: most fresh cases are pinned-artifact scenarios, and mutations start from cases "
                         "that ask for pinned paths half the time (exploring a feature; make test sets none)")
+    p.add_argument("--pin-hold-kib", type=int, default=None, metavar="N",
+                   help="[tls] pin_hold_kib for the gate, and the model's (default 8192, above every body here: "
+                        "all are held; 64 or 0 let the bigger ones stream with their end held back, as SPEC says)")
     p.add_argument("--self-test", action="store_true",
                    help="break each property on purpose and require the checks to report it")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -304,6 +307,8 @@ def summary(r):
 
 def main(argv):
     o = options(argv)
+    if o.pin_hold_kib is not None and not o.self_test:
+        rules.PIN_HOLD_KIB = o.pin_hold_kib
     try:
         net.isolate()
     except Exception as e:   # not provably isolated: send nothing
