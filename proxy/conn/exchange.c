@@ -289,6 +289,13 @@ static const char *pin_unverifiable(const sl_http_head *h, body_kind kind)
             return "the origin's response has a Content-Encoding other than identity: a digest pins "
                    "the artifact's own bytes";
     }
+    for (size_t i = 0; i < h->nheaders; i++) {
+        const sl_http_header *hd = &h->headers[i];
+        if (sl_http_header_is(hd, "transfer-encoding") &&
+            !(hd->value.len == 7 && strncasecmp(hd->value.p, "chunked", 7) == 0))
+            return "the origin's response has a transfer coding besides chunked: a client that decodes it "
+                   "would get other bytes than the ones hashed";
+    }
     if (kind == BODY_UNTIL_CLOSE)
         return "the origin's response has neither Content-Length nor chunked framing: its end, and "
                "so its digest, cannot be known before the client has it";
