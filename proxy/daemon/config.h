@@ -105,6 +105,12 @@ typedef struct sl_policy {
     struct sl_credential *credentials;     /* in file order */
     size_t ncredentials;
     sl_allowlist *credential_hosts;        /* entry i: credentials[i]'s HOST */
+
+    /* [sessions] (sessions.h) */
+    char *sessions_dir;                    /* NULL: no sessions; every client is anonymous */
+    bool sessions_require;                 /* a client without credentials gets 407 */
+    struct sl_session *sessions;           /* sorted by name */
+    size_t nsessions;
 } sl_policy;
 
 /* Load the policy: defaults, then the config file (if any), then flags.

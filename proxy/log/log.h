@@ -70,4 +70,25 @@ void sl_log_close(void);
 /* "2026-12-02T09:00:00.123456Z" into buf (cap >= 32), now, UTC. */
 void sl_log_timestamp(char *buf, size_t cap);
 
+/* ---- streams of their own (sessions, SPEC part 2) ----
+ *
+ * A session with `log` set writes its lines to a stream of its own: its
+ * own file, seq, chain and stream id, verifiable on its own, and its own
+ * failing state (a session whose stream fails is refused 503
+ * log_unavailable; the others go on). The same writer thread writes every
+ * stream. NULL everywhere below means the gate's log. */
+typedef struct sl_log_stream sl_log_stream;
+
+/* The stream writing to path: an open one (the same path on a reload is
+ * the same stream, its chain goes on) with one more reference, or a new
+ * one. NULL with err set when the file cannot be opened. Any thread. */
+sl_log_stream *sl_log_stream_get(const char *path, char *err, size_t errcap);
+/* Drops a reference; the last one closes the stream once its lines are
+ * written. Any thread. NULL does nothing. */
+void sl_log_stream_put(sl_log_stream *s);
+
+uint64_t sl_log_line_in(sl_log_stream *s, const char *body, size_t len);
+bool sl_log_written_in(sl_log_stream *s, uint64_t ticket);
+bool sl_log_failing_in(sl_log_stream *s, char *why, size_t cap);
+
 #endif
