@@ -24,7 +24,7 @@ from sluicetest.client import Closed, Conn, connect, echo_both_ways
 from sluicetest.inspectlog import show
 from sluicetest.proc import SANITIZER_MARKERS, sanitizer_env
 from sluicetest.sessions import (assert_auth_refused, auth, basic, metrics, read_jsonl, remove_session,
-                                 session_config, session_counts, tls_through_as, token_sha256,
+                                 session_counts, start_gate, tls_through_as, token_sha256,
                                  wait_jsonl, write_session)
 
 GLOBAL = ["wild.test", "wild.test:9000"]
@@ -35,16 +35,9 @@ ADMIN = {"admin": {"listen": "127.0.0.1:0"}}
 
 def _gate(sluice, tmp_path, sessions=None, allow=GLOBAL, require=True, config=None, name="gate",
           factory=None):
-    """Write the sessions (name -> allowlist) under tmp_path/sessions.d and
-    start a gate with [sessions] dir there. Returns (gate, {name: Session}, dir)."""
-    sdir = tmp_path / "sessions.d"
-    sdir.mkdir(exist_ok=True)
-    made = {}
-    for sname, spec in (sessions if sessions is not None else {"A": A_ALLOW, "B": B_ALLOW}).items():
-        kw = spec if isinstance(spec, dict) else {"allow": spec}
-        made[sname] = write_session(sdir, sname, **kw)
-    s = (factory or sluice)(allow=allow, config=session_config(sdir, require, config), name=name)
-    return s, made, sdir
+    """start_gate with A and B by default and GLOBAL as the global list."""
+    return start_gate(factory or sluice, tmp_path, sessions if sessions is not None else {"A": A_ALLOW, "B": B_ALLOW},
+                      allow=allow, require=require, config=config, name=name)
 
 
 def _lines_of(s, conn_id, lines=None):

@@ -173,3 +173,18 @@ def tls_through_as(port, host, ca, headers, alpn=("http/1.1",), timeout=15.0):
     assert resp.status == 200, f"CONNECT {host}:443 with {headers[0][0] if headers else 'no credentials'} got {resp!r}"
     tsock = context(ca, alpn).wrap_socket(raw.sock, server_hostname=host)
     return tsock, Conn.wrap(tsock), raw
+
+
+def start_gate(factory, tmp_path, sessions, allow=(), require=True, config=None, name="gate"):
+    """Write the sessions ({name: allowlist lines, or write_session's
+    keywords}) under tmp_path/sessions.d and start a gate with the factory
+    (`sluice` or `sluice_inspecting`), [sessions] dir there. Returns
+    (gate, {name: Session}, dir)."""
+    sdir = Path(tmp_path) / "sessions.d"
+    sdir.mkdir(exist_ok=True)
+    made = {}
+    for sname, spec in sessions.items():
+        kw = spec if isinstance(spec, dict) else {"allow": spec}
+        made[sname] = write_session(sdir, sname, **kw)
+    s = factory(allow=allow, config=session_config(sdir, require, config), name=name)
+    return s, made, sdir
