@@ -12,20 +12,18 @@ log."""
 
 import base64
 import json
-import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
 from sluicetest.checks import assert_refused
-from sluicetest.client import Closed, Conn, connect, echo_both_ways
+from sluicetest.client import Conn, connect, echo_both_ways
 from sluicetest.inspectlog import show
 from sluicetest.proc import SANITIZER_MARKERS, sanitizer_env
 from sluicetest.sessions import (assert_auth_refused, auth, basic, metrics, read_jsonl, remove_session,
                                  session_counts, start_gate, tls_through_as, token_sha256,
-                                 wait_jsonl, write_session)
+                                 write_session)
 
 GLOBAL = ["wild.test", "wild.test:9000"]
 A_ALLOW = ["origin.test", "origin.test:9000"]
@@ -259,30 +257,29 @@ def test_no_token_appears_in_any_log_line_reply_or_check_output(sluice, sluice_b
 
 # --- Proxy-Authorization is never forwarded --------------------------------------
 
-@pytest.mark.parametrize("copies", ["once", "twice-same", "twice-a-then-b", "lower-case"])
+@pytest.mark.parametrize("copies", ["once", "lower-case", "twice-same", "twice-a-then-b"])
 def test_proxy_authorization_never_reaches_the_plain_http_origin(sluice, origins, tmp_path, copies):
+    """Sent once (any case of the name), the header is read and dropped;
+    sent twice it is ambiguous (which one would an intermediary use?):
+    407 auth_failed (proxy/README's table), and the origin gets nothing."""
     s, ss, _ = _gate(sluice, tmp_path)
     A, B = ss["A"], ss["B"]
     headers = {"once": A.headers, "twice-same": A.headers * 2, "twice-a-then-b": A.headers + B.headers,
                "lower-case": [("proxy-authorization", basic("A", A.token))]}[copies]
-    before = origins.http_requests
     for url in ("http://origin.test/headers", "http://wild.test/headers"):
+        before = origins.http_requests
         with Conn(s.port) as c:
             r = c.request("GET", url, headers=headers)
         d = s.decision_for(c.local_port)
-        if r.status == 200:
-            got = [v for k, v in _origin_headers(r) if k == "proxy-authorization"]
-            assert got == [], f"the origin got Proxy-Authorization {got!r} (sent {copies})"
-            assert d.get("session") in ("A", "B"), show([d])
-            # the session the line names is one whose list allows the host
-            assert url.startswith("http://wild.test") or d["session"] == "A", \
-                f"origin.test allowed as session {d['session']}:\n{show([d])}"
-        else:
-            assert r.status in (400, 407), r
+        if copies.startswith("twice"):
+            assert_auth_refused(r, "auth_failed")
             assert origins.http_requests == before, "a refused request reached the origin"
-        before = origins.http_requests
-    if copies in ("once", "twice-same", "lower-case"):
-        assert r.status == 200, f"{copies}: {r!r}"
+            assert "session" not in d, show([d])
+        else:
+            assert r.status == 200, r
+            got = [v for k, v in _origin_headers(r) if k == "proxy-authorization"]
+            assert got == [], f"the origin got Proxy-Authorization {got!r}"
+            assert d.get("session") == "A", show([d])
 
 
 def test_no_proxy_header_in_the_tunnel_and_none_sent_upstream_on_connect(sluice, recorder, tmp_path):
@@ -381,30 +378,49 @@ def test_requests_inside_an_inspected_tunnel_are_decided_by_its_sessions_rules(s
     r = conn.request("GET", "/echo/a", host=API)
     assert r.status == 200, r
     assert [h for h in json.loads(r.body)["headers"] if h[0].lower() == "proxy-authorization"] == []
-    # B's credentials inside A's tunnel change nothing: A's rules decide
-    r = conn.request("GET", "/echo/with-b", host=API, headers=B.headers)
-    assert r.status == 200, r
-    assert [h for h in json.loads(r.body)["headers"] if h[0].lower() == "proxy-authorization"] == [], \
-        "Proxy-Authorization sent inside the tunnel reached the origin"
-    r = conn.request("POST", "/echo/a", host=API, body=b"x", headers=B.headers)
+    r = conn.request("POST", "/echo/a", host=API, body=b"x")
     assert_refused(r, 403, "rule_not_matched")
     tsock.close()
     da = s.decision_for(raw.local_port)
+
+    # B's credentials sent inside A's tunnel (to the origin, as far as the
+    # client knows): the requests stay A's. Whether the gate refuses such a
+    # request (407) or passes it by A's rules is its choice; B's rules
+    # never apply and the header never reaches the origin.
+    want = [("GET", "/echo/a")]
+    tsock, conn, raw = tls_through_as(s.port, API, s.ca, A.headers)
+    r = conn.request("GET", "/echo/with-b", host=API, headers=B.headers)
+    with_b = r.status
+    if r.status == 200:
+        want.append(("GET", "/echo/with-b"))
+        assert [h for h in json.loads(r.body)["headers"] if h[0].lower() == "proxy-authorization"] == [], \
+            "Proxy-Authorization sent inside the tunnel reached the origin"
+        r = conn.request("POST", "/echo/with-b", host=API, body=b"x", headers=B.headers)
+        assert r.status != 200 and r.status in (403, 407), f"POST allowed by B's rules inside A's tunnel: {r!r}"
+    else:
+        assert_auth_refused(r, "auth_failed")
+    print(f"a request with B's Proxy-Authorization inside A's inspected tunnel: {with_b}")
+    tsock.close()
+    dab = s.decision_for(raw.local_port)
+    assert dab.get("session") == "A", show([dab])
+
     tsock, conn, raw = tls_through_as(s.port, API, s.ca, B.headers)
     r = conn.request("POST", "/echo/b", host=API, body=b"y")
     assert r.status == 200, r
     tsock.close()
     db = s.decision_for(raw.local_port)
+    want.append(("POST", "/echo/b"))
     o.wait_closed(mark)
-    assert [(q.method, q.path) for q in o.requests_since(mark)] == \
-        [("GET", "/echo/a"), ("GET", "/echo/with-b"), ("POST", "/echo/b")]
+    assert [(q.method, q.path) for q in o.requests_since(mark)] == want
     assert (da.get("reason"), da.get("session")) == ("inspected", "A"), show([da])
     assert (db.get("reason"), db.get("session")) == ("inspected", "B"), show([db])
-    s.wait_count(lambda l: l.get("event") == "request", 4, what="request lines")
+    s.wait_count(lambda l: l.get("event") == "request", 3, what="request lines")
     la = sorted((l for l in _lines_of(s, da["id"]) if l.get("event") == "request"), key=lambda l: l["n"])
+    lab = [l for l in _lines_of(s, dab["id"]) if l.get("event") == "request"]
     lb = [l for l in _lines_of(s, db["id"]) if l.get("event") == "request"]
     assert [(l["method"], l["decision"], l.get("session")) for l in la] == \
-        [("GET", "allow", "A"), ("GET", "allow", "A"), ("POST", "deny", "A")], show(la)
+        [("GET", "allow", "A"), ("POST", "deny", "A")], show(la)
+    assert all(l.get("session") == "A" for l in lab), show(lab)
     assert [(l["method"], l["decision"], l.get("session")) for l in lb] == [("POST", "allow", "B")], show(lb)
     assert str(la[0].get("rule", "")).endswith("A.allow:1"), show(la)
     # B cannot reach A's inspected host, plain HTTP or CONNECT
@@ -428,12 +444,20 @@ def test_reload_adds_changes_and_removes_a_session(sluice, tmp_path):
     assert ok, line
     resp, conn, d = _tunnel(s, "origin2.test:9000", C.headers)
     assert resp.status == 200 and d.get("session") == "C", (resp, show([d]))
-    conn.close()
 
+    # a new token: the old one is refused, and (proxy/README) the tunnel
+    # opened with it is closed as revoked
     old = C.token
     C = write_session(sdir, "C", allow=B_ALLOW)
     ok, line = s.reload()
+    t0 = time.monotonic()
     assert ok, line
+    closed, _ = conn.drain_until_closed(2.0)
+    took = time.monotonic() - t0
+    conn.close()
+    assert closed and took <= 1.5, f"the tunnel opened with C's old token: closed={closed} after {took:.2f}s"
+    close = s.close_for(d["id"], timeout=3)
+    assert close.get("end") == "session_revoked", show([close])
     resp, conn = connect(s.port, "origin2.test:9000", extra_headers=auth("C", old))
     conn.close()
     assert_auth_refused(resp, "auth_failed")
@@ -483,7 +507,7 @@ def test_a_broken_session_file_keeps_the_old_sessions(sluice, tmp_path):
 
 
 def test_an_expired_sessions_tunnel_closes_within_a_second_of_its_expiry(sluice, tmp_path):
-    expires = int(time.time()) + 4
+    expires = int(time.time()) + 5
     s, ss, _ = _gate(sluice, tmp_path, sessions={"A": A_ALLOW, "T": {"allow": B_ALLOW, "expires": expires}})
     resp, conn, d = _tunnel(s, "origin2.test:9000", ss["T"].headers)
     assert resp.status == 200, resp
@@ -515,7 +539,6 @@ def test_a_session_with_log_writes_its_lines_to_its_own_verifiable_stream(sluice
     a_log = gate_dir / "A.jsonl"
     s, ss, _ = _gate(sluice, tmp_path, sessions={"A": {"allow": A_ALLOW, "log": str(a_log)}, "B": B_ALLOW})
     A, B = ss["A"], ss["B"]
-    ids = {"A": [], "B": []}
     for sess, host in ((A, "origin.test"), (B, "origin2.test")):
         resp, conn = connect(s.port, f"{host}:9000", extra_headers=sess.headers)
         assert resp.status == 200, resp
@@ -554,21 +577,6 @@ def test_a_session_with_log_writes_its_lines_to_its_own_verifiable_stream(sluice
         err = r.stderr.decode(errors="replace")
         assert not any(m in err for m in SANITIZER_MARKERS), err
         assert r.returncode == 0, f"audit --verify {path.name}: exit {r.returncode}\n{r.stdout.decode()}{err}"
-
-
-def test_audit_session_filters_by_session(sluice, sluice_bin, tmp_path):
-    s, ss, _ = _gate(sluice, tmp_path)
-    for sess, host in ((ss["A"], "origin.test"), (ss["B"], "origin2.test"), (ss["A"], "origin.test")):
-        resp, conn = connect(s.port, f"{host}:9000", extra_headers=sess.headers)
-        assert resp.status == 200
-        conn.close()
-    s.wait_count(lambda l: l.get("event") == "close", 3, what="close lines")
-    s.stop()
-    r = subprocess.run([str(sluice_bin), "audit", "--session", "B", "--json", str(s.log_path)],
-                       capture_output=True, env=sanitizer_env(), timeout=60)
-    out, err = r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
-    assert r.returncode == 0, f"exit {r.returncode}: {out}{err}"
-    assert "origin2.test" in out and "origin.test\"" not in out and "origin.test " not in out, out
 
 
 # --- /metrics ---------------------------------------------------------------------
