@@ -213,7 +213,7 @@ void inspect_decide(conn *c)
 {
     inspect *in = c->in;
     char why[256];
-    if (sl_log_failing(why, sizeof why)) {
+    if (sl_log_failing_in(conn_log_stream(c), why, sizeof why)) {
         conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
         return;
     }
