@@ -98,6 +98,7 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
      * same host and port and to an address vetted just now, and is silent. */
     if (!c->x.is_connect && exchange_can_reuse(c)) {
         c->x.addr = c->up_addr;
+        c->x.reused = true;
         exchange_start(c);
         return;
     }
