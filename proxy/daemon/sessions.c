@@ -401,7 +401,8 @@ int sl_sessions_load(sl_policy *p, const char *dir, sl_report_fn rep, void *ctx)
         errors++;
     }
     /* By name, not by file name: "a" before "a.b" ("a.ini" sorts after "a.b.ini"). */
-    qsort(names, n, sizeof *names, cmp_names);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_names);
     sl_session *v = n ? xrealloc(NULL, n * sizeof *v) : NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
