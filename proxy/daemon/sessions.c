@@ -179,6 +179,14 @@ static void add_allowlist(loader *l, const char *value)
     sl_allowlist_load_file(s->allow, path, report_cb, l);
 }
 
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!strcmp(a, b))
+        return true;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static int on_key(void *user, const char *section, const char *name, const char *value)
 {
     loader *l = user;
@@ -207,10 +215,16 @@ static int on_key(void *user, const char *section, const char *name, const char 
             return 1;
         }
         l->log_line = l->line;
-        if (value[0] == '\0')
+        if (value[0] == '\0') {
             report(l, l->line, "log: empty path");
-        else
+        } else {
             s->log_path = resolve_path(l, value);
+            /* Two writers of one file, each with its own chain, would make
+             * both unverifiable. (Sessions may share a stream.) */
+            if (l->p->log_path && same_file(s->log_path, l->p->log_path))
+                report(l, l->line, "log %s is the gate's own log; give the session a file of its own",
+                       s->log_path);
+        }
     } else if (!strcmp(name, "expires")) {
         if (l->expires_line) {
             report(l, l->line, "'expires' given twice in [session] (first on line %d)", l->expires_line);

@@ -221,10 +221,14 @@ static void test_every_error_names_file_and_line(void **state)
     put_session(dir, "dup.ini", "t", "expires = 2030-01-01T00:00:00Z\nexpires = 2031-01-01T00:00:00Z\n");
     put(dir, "sessions.d/outside.ini", "log = x\n[session]\n");
     put_session(dir, "syntax.ini", "t", "just words\n");
+    put(dir, "gate.log", "");
+    put_session(dir, "gatelog.ini", "t", "log = ../gate.log\n");
     /* One good file among them. */
     put_session(dir, "good.ini", "t", "allowlist = ok.allow\n");
 
-    sl_policy *p = load_ini(dir, k_sessions);
+    char ini[256];
+    snprintf(ini, sizeof ini, "[log]\npath = gate.log\n%s", k_sessions);
+    sl_policy *p = load_ini(dir, ini);
     assert_null(p);
     expect_report(dir, "sessions.d/badhex.ini:2: ", "token_sha256: not 64 hex digits");
     expect_report(dir, "sessions.d/short.ini:2: ", "token_sha256: not 64 hex digits");
@@ -239,14 +243,15 @@ static void test_every_error_names_file_and_line(void **state)
     expect_report(dir, "sessions.d/dup.ini:4: ", "'expires' given twice");
     expect_report(dir, "sessions.d/outside.ini:1: ", "outside any section");
     expect_report(dir, "sessions.d/syntax.ini:3: ", "syntax error");
+    expect_report(dir, "sessions.d/gatelog.ini:3: ", "the gate's own log");
     /* Nothing else, and nothing about the good file. */
     for (int i = 0; i < R.n && i < MAX_REPORTS; i++) {
         assert_null(strstr(R.msg[i], "good.ini"));
         assert_null(strstr(R.msg[i], "9f86d081884c7d65"));   /* no report quotes a hash */
     }
-    if (R.n != 14) {
+    if (R.n != 15) {
         dump_reports();
-        fail_msg("expected 14 reports, got %d", R.n);
+        fail_msg("expected 15 reports, got %d", R.n);
     }
 }
 
