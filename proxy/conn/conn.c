@@ -23,6 +23,7 @@
 #include "metrics.h"
 #include "reply.h"
 #include "relay.h"
+#include "sessions.h"
 #include "tls_sni.h"
 
 _Static_assert(CONN_READ_AHEAD > SL_HTTP_MAX_HEAD && CONN_READ_AHEAD >= 2 * SL_SNI_MAX_BYTES,
@@ -41,7 +42,7 @@ static bool legal(conn_state from, conn_state to)
     switch (to) {
     case CS_HEAD:       return from == CS_FORWARD || from == CS_HEAD || from == CS_TLS;
     case CS_RESOLVING:  return from == CS_HEAD;
-    case CS_CONNECTING: return from == CS_HEAD || from == CS_RESOLVING;
+    case CS_CONNECTING: return from == CS_HEAD || from == CS_RESOLVING || from == CS_FORWARD;   /* a retry */
     case CS_SNI:        return from == CS_CONNECTING;
     case CS_TUNNEL:     return from == CS_CONNECTING || from == CS_SNI;
     case CS_TLS:        return from == CS_SNI || from == CS_CONNECTING;
@@ -303,6 +304,8 @@ static void json_common(sl_json *j, char *ts, const char *event, const conn *c)
     sl_json_cstr(j, "ts", ts);
     sl_json_cstr(j, "event", event);
     sl_json_cstr(j, "id", c->x.id);
+    if (c->session)   /* every line a session causes (SPEC part 2) */
+        sl_json_cstr(j, "session", c->session->name);
 }
 
 /* "FILE:LINE" of an entry. */
@@ -378,9 +381,11 @@ static uint64_t log_request_line(conn *c, bool allow, const char *reason, const 
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
     sl_metrics_request(allow, reason);
+    if (c->session)
+        sl_metrics_session_decision(c->session->metrics_slot, allow);
     c->in->bytes_up += c->x.bytes_up;
     c->in->bytes_down += c->x.bytes_down;
-    return sl_log_line(buf, sl_json_open_len(&j));
+    return sl_log_line_in(conn_log_stream(c), buf, sl_json_open_len(&j));
 }
 
 uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *detail)
@@ -401,6 +406,8 @@ uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *
     sl_json_begin(&j, buf, sizeof buf);
     json_common(&j, ts, "decision", c);
     sl_json_cstr(&j, "client", c->client);
+    if (c->x.auth == AUTH_FAILED && c->x.claimed[0] && !(c->session && strcmp(c->x.claimed, c->session->name) == 0))
+        sl_json_cstr(&j, "session_claimed", c->x.claimed);   /* the name only, never the token */
     sl_json_cstr(&j, "method", c->x.method_text);
     sl_json_str(&j, "host", c->x.host.name, c->x.host.len);
     sl_json_int(&j, "port", c->x.port > 0 ? c->x.port : 0);
@@ -420,9 +427,11 @@ uint64_t conn_log_decision(conn *c, bool allow, const char *reason, const char *
     if (detail && *detail)
         sl_json_cstr(&j, "detail", detail);
     sl_metrics_decision(allow, reason);
+    if (c->session)
+        sl_metrics_session_decision(c->session->metrics_slot, allow);
     c->x.decided = true;
     /* A refusal's reply waits for this ticket (conn_refuse). */
-    uint64_t ticket = sl_log_line(buf, sl_json_open_len(&j));
+    uint64_t ticket = sl_log_line_in(conn_log_stream(c), buf, sl_json_open_len(&j));
     if (allow) {
         c->x.allowed = true;
         clock_gettime(CLOCK_MONOTONIC, &c->x.t_allowed);
@@ -470,7 +479,7 @@ void conn_log_close_line(conn *c, uint64_t up, uint64_t down, const struct times
     if (c->x.end_detail)
         sl_json_cstr(&j, "detail", c->x.end_detail);
     sl_metrics_bytes(up, down);
-    sl_log_line(buf, sl_json_open_len(&j));
+    sl_log_line_in(conn_log_stream(c), buf, sl_json_open_len(&j));
 }
 
 /* ---- closing: the reply first, then a linger, then the close ---- */
@@ -527,7 +536,8 @@ static void log_wait_end(conn *c)
 /* Whether the reply must wait: if so, c is now on the list. */
 static bool wait_for_log(conn *c, uint64_t ticket)
 {
-    if (sl_log_written(ticket))
+    sl_log_stream *ls = conn_log_stream(c);
+    if (sl_log_written_in(ls, ticket))
         return false;
     worker *w = c->w;
     c->log_ticket = ticket;
@@ -540,7 +550,7 @@ static bool wait_for_log(conn *c, uint64_t ticket)
     /* Counted before asking again: either the writer sees the count and
      * wakes us, or we see what it wrote (both sequentially consistent). */
     atomic_fetch_add(&w->nlog_waiters, 1);
-    if (sl_log_written(ticket) || sl_log_failing(NULL, 0)) {
+    if (sl_log_written_in(ls, ticket) || sl_log_failing_in(ls, NULL, 0)) {
         log_wait_end(c);
         return false;
     }
@@ -558,10 +568,10 @@ void conn_release_log_waiters(worker *w)
 {
     if (!w->log_waiters)
         return;
-    bool all = sl_log_failing(NULL, 0);
     for (conn *c = w->log_waiters, *next; c; c = next) {
         next = c->log_next;
-        if (all || sl_log_written(c->log_ticket)) {
+        sl_log_stream *ls = conn_log_stream(c);
+        if (sl_log_failing_in(ls, NULL, 0) || sl_log_written_in(ls, c->log_ticket)) {
             conn_enter(c);
             log_wait_end(c);
             closing_send(c);
@@ -609,7 +619,7 @@ bool conn_allow_as(conn *c, const char *reason)
     char why[256];
     /* The log may have failed since the request was first checked (DNS and
      * connecting take time): a gate that cannot record makes no allow. */
-    if (sl_log_failing(why, sizeof why)) {
+    if (sl_log_failing_in(conn_log_stream(c), why, sizeof why)) {
         conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
         return false;
     }
@@ -632,6 +642,16 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     va_end(ap);
 
     c->x.status = status;
+    if (c->x.allowed && !in_tunnel(c)) {
+        /* After its allow line (a retry's new origin connection failed):
+         * the request's close line says how it ended. */
+        c->x.end_detail = detail;
+        sl_reply_error(c->cli->out, status, detail);
+        conn_finish(c, reason);
+        c->x.end_detail = NULL;
+        return;
+    }
+    c->x.allowed = false;   /* in a tunnel, the request's one line is this refusal */
     uint64_t ticket = conn_log_decision(c, false, reason, detail);
     sl_reply_refusal(c->cli->out, status, reason, detail);
     finish_after_log(c, "refused", ticket);
@@ -760,6 +780,9 @@ void conn_close(conn *c, const char *end)
 static void exchange_free_fields(conn *c)
 {
     exchange_release_hold(c);
+    if (c->x.retry_head)
+        evbuffer_free(c->x.retry_head);
+    c->x.retry_head = NULL;
     free(c->x.path);
     sl_pin_free(c->x.pin);
     free(c->x.expected);

@@ -31,6 +31,17 @@ struct event;
 struct sl_connector;
 struct sl_credential;
 struct sl_pin;
+struct sl_session;
+struct sl_log_stream;
+
+/* What a request's Proxy-Authorization said (session.c). */
+typedef enum auth_verdict {
+    AUTH_OFF,        /* the gate has no sessions: the header is not read */
+    AUTH_ANONYMOUS,  /* none sent, and none needed ([sessions] require = no) */
+    AUTH_OK,         /* a session's, and the connection's (conn.session) */
+    AUTH_MISSING,    /* none sent, and one needed: 407 auth_required */
+    AUTH_FAILED,     /* wrong, garbled, expired, or another session's: 407 auth_failed */
+} auth_verdict;
 
 /* An inspected tunnel: what lasts across the requests inside it (each is
  * an exchange of its own, in conn.x). inspect.c. */
@@ -151,6 +162,19 @@ typedef struct exchange {
     size_t expected_more;         /* the rule's digests that did not fit in expected */
     struct evbuffer *pin_held;    /* a pinned body held whole until its digest is known (exchange.c) */
     size_t pin_reserved;          /* its bytes, counted in the gate-wide budget until the exchange ends */
+
+    /* A request sent on a kept origin connection, which the origin may
+     * have closed as it went (its idle timeout): when the origin ends
+     * before any byte of a response, an idempotent request without a body
+     * is sent once more on a new connection (RFC 9112 9.3.1). */
+    bool reused;                  /* x goes on a kept origin connection */
+    bool retrying;                /* the second try: allowed and sealed already */
+    struct evbuffer *retry_head;  /* the sealed head, kept for that try */
+
+    /* sessions (SPEC part 2): this request's credentials, read with its head */
+    auth_verdict auth;
+    const char *auth_why;         /* AUTH_FAILED: what was wrong (static text) */
+    char claimed[65];             /* the session name the credentials named, for the log */
 } exchange;
 
 typedef struct conn {
@@ -182,6 +206,10 @@ typedef struct conn {
     bool log_waiting;
     uint64_t log_ticket;
     struct conn *log_prev, *log_next;
+    /* The session the connection authenticated as (in pol): every later
+     * request on it must be the same session's; its lines carry the name
+     * and go to its stream. NULL: anonymous. */
+    const struct sl_session *session;
     exchange x;
 } conn;
 
@@ -272,6 +300,14 @@ void inspect_connected(conn *c);             /* inspect.c: a new origin connecti
 void inspect_fill_exchange(conn *c);         /* inspect.c: the tunnel's id, host, addresses into x */
 void inspect_log_close(conn *c, const char *end);   /* inspect.c: the tunnel's close line */
 void inspect_free(conn *c);
+void session_read_head(conn *c, const sl_http_head *h);   /* session.c: the credentials into x.auth */
+bool session_admit(conn *c);                 /* session.c: false: refused (407) */
+void session_sweep(worker *w);               /* session.c: close connections of revoked or expired sessions */
+/* The log stream of c's lines: its session's own, or NULL (the gate's). */
+struct sl_log_stream *conn_log_stream(const conn *c);
+/* The allowlist match for c: the global list, then its session's. */
+sl_match_result conn_match(const conn *c, const sl_entry **rule);
+sl_match_result conn_match_request(const conn *c, bool tls, const char *path, size_t len, const sl_entry **rule);
 
 /* The log wrote more (or started or stopped failing): send the replies of
  * this worker's refusals whose lines are now written (all of them while it

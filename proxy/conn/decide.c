@@ -98,6 +98,7 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
      * same host and port and to an address vetted just now, and is silent. */
     if (!c->x.is_connect && exchange_can_reuse(c)) {
         c->x.addr = c->up_addr;
+        c->x.reused = true;
         exchange_start(c);
         return;
     }
@@ -152,17 +153,19 @@ void conn_decide(conn *c)
         inspect_decide(c);   /* a request inside an inspected tunnel */
         return;
     }
+    if (!session_admit(c))
+        return;
     /* A keep-alive client's next request is a new decision: with the log
-     * failing it is refused like a new client. */
-    if (sl_log_failing(line, sizeof line)) {
+     * failing it is refused like a new client. A session with a stream of
+     * its own is refused while that one fails, and only then. */
+    if (sl_log_failing_in(conn_log_stream(c), line, sizeof line)) {
         conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", line);
         return;
     }
     if (c->x.host.kind != SL_HOST_NAME && refuse_literal(c))
         return;
 
-    sl_match_result m = sl_allowlist_match(p->allow, &c->x.host, c->x.port, c->x.is_connect,
-                                           &p->connect_ports, &p->http_ports, &rule);
+    sl_match_result m = conn_match(c, &rule);
     if (m == SL_MATCH_INSPECTED) {
         /* Request rules cover the host: a CONNECT is inspected; a plain
          * request is matched by method and path now. */

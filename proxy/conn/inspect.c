@@ -213,7 +213,7 @@ void inspect_decide(conn *c)
 {
     inspect *in = c->in;
     char why[256];
-    if (sl_log_failing(why, sizeof why)) {
+    if (sl_log_failing_in(conn_log_stream(c), why, sizeof why)) {
         conn_refuse(c, 503, "log_unavailable", "The gate cannot write its decision log (%s).", why);
         return;
     }
@@ -227,6 +227,7 @@ void inspect_decide(conn *c)
         return;
     if (exchange_can_reuse(c)) {
         c->x.addr = c->up_addr;
+        c->x.reused = true;
         exchange_start(c);
         return;
     }

@@ -11,6 +11,7 @@ const char *sl_status_text(int status)
     case 200: return "Connection established";
     case 400: return "Bad Request";
     case 403: return "Forbidden";
+    case 407: return "Proxy Authentication Required";
     case 408: return "Request Timeout";
     case 431: return "Request Header Fields Too Large";
     case 502: return "Bad Gateway";
@@ -28,6 +29,8 @@ static void reply(struct evbuffer *out, int status, const char *reason, const ch
     evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, sl_status_text(status));
     if (reason)
         evbuffer_add_printf(out, "Sluice-Decision: deny; reason=%s\r\n", reason);
+    if (status == 407)   /* RFC 9110 15.5.8: a 407 names the scheme the client is to use */
+        evbuffer_add_printf(out, "Proxy-Authenticate: Basic realm=\"sluice\"\r\n");
     evbuffer_add_printf(out,
                         "Content-Type: text/plain; charset=utf-8\r\n"
                         "Content-Length: %zu\r\n"

@@ -178,8 +178,7 @@ bool request_rules(conn *c)
     }
     const sl_entry *rule = NULL;
     bool tls = c->in != NULL;
-    sl_match_result m = sl_allowlist_match_request(p->allow, &c->x.host, c->x.port, tls, &p->connect_ports,
-                                                   &p->http_ports, c->x.method_text, path, len, &rule);
+    sl_match_result m = conn_match_request(c, tls, path, len, &rule);
     if (m != SL_MATCH_ALLOWED) {
         char line[1400];
         if (!sl_allowlist_suggest_rule(&c->x.host, c->x.port, tls, &p->connect_ports, &p->http_ports,
@@ -353,6 +352,8 @@ void conn_on_head(conn *c)
     }
     copy_method(c, &h);
     c->x.method = h.method;
+    if (!c->in)   /* inside an inspected tunnel, requests are the CONNECT's session's */
+        session_read_head(c, &h);
     if (c->in) {
         start_tunnel_request(c, &h);
         return;

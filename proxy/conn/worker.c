@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -141,6 +142,24 @@ static void start_drain(worker *w)
     }
 }
 
+/* Connections of a session that was removed, changed or has expired
+ * close within a second (SPEC): at once after a reload, otherwise every
+ * SWEEP_MS, from the 100 ms check. */
+#define SWEEP_MS 250
+
+static void maybe_sweep(worker *w)
+{
+    unsigned long gen = atomic_load(&g_shared.published);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (gen == w->swept_gen && now - w->swept_ms < SWEEP_MS)
+        return;
+    w->swept_gen = gen;
+    w->swept_ms = now;
+    session_sweep(w);
+}
+
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
@@ -150,6 +169,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
         fprintf(stderr, "sluice: worker wake-up: %s\n", strerror(errno));
     /* Woken by the log's progress (or the 100 ms check, as a backstop). */
     conn_release_log_waiters(w);
+    maybe_sweep(w);
     if (atomic_load(&w->drain))
         start_drain(w);
     if (atomic_load(&w->stop)) {

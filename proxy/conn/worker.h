@@ -40,6 +40,8 @@ typedef struct worker {
     atomic_int nlog_waiters;
     bool log_paused;             /* accepting paused: too much log waits to be written */
     uint64_t rng;                /* for connection ids */
+    unsigned long swept_gen;     /* the policy generation of the last session sweep */
+    long long swept_ms;          /* and when it ran (monotonic) */
 } worker;
 
 /* The listening sockets, bound by the main thread before workers start so
@@ -58,6 +60,7 @@ typedef struct sl_shared {
     size_t nbound;
     atomic_int clients;          /* open client connections, all workers */
     atomic_ulong accepts;        /* clients accepted so far (for exit_idle_s) */
+    atomic_ulong published;      /* policies published so far: a reload bumps it (session sweeps) */
 } sl_shared;
 
 extern sl_shared g_shared;

@@ -2,13 +2,15 @@
 #include "metrics.h"
 
 #include <event2/buffer.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A counter by decision and reason. Each decision renders its known
  * reasons, zeros included, so a series exists before its first event; the
  * last reason of each list is "other", for any reason not listed. */
-#define MAX_REASONS 16
+#define MAX_REASONS 20
 
 typedef struct by_reason {
     const char *name, *help;
@@ -24,7 +26,7 @@ static const char *const decision_deny[] = {
     "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address", "dns_error",
     "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch", "too_many_clients",
     "log_unavailable", "shutdown", "rule_not_matched", "upstream_tls_failed", "integrity_unverifiable",
-    "other",
+    "auth_required", "auth_failed", "other",
 };
 /* Requests inside an inspected tunnel: refused by the rules or the path
  * check, or failed on the way to the origin (a reconnect). */
@@ -75,6 +77,61 @@ static void count_reason(by_reason *c, bool allow, const char *reason)
     while (i + 1 < n && !(reason && strcmp(c->reasons[allow][i], reason) == 0))
         i++;
     ADD(c->count[allow][i], 1);   /* the last one is "other" */
+}
+
+/* ---- by session ---- */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *slot_name[SL_METRICS_SESSION_LABELS];   /* set once, under slot_lock; never freed */
+static atomic_int nslots;
+static atomic_ullong session_count[SL_METRICS_SESSION_LABELS + 1][2];
+
+int sl_metrics_session_slot(const char *name)
+{
+    pthread_mutex_lock(&slot_lock);
+    int n = atomic_load(&nslots), i = 0;
+    while (i < n && strcmp(slot_name[i], name) != 0)
+        i++;
+    if (i == n) {
+        char *copy = n < SL_METRICS_SESSION_LABELS ? strdup(name) : NULL;
+        if (copy) {
+            slot_name[n] = copy;
+            atomic_store(&nslots, n + 1);   /* after the name: render reads names below nslots */
+        } else {
+            i = SL_METRICS_SESSION_LABELS;
+        }
+    }
+    pthread_mutex_unlock(&slot_lock);
+    return i;
+}
+
+void sl_metrics_session_decision(int slot, bool allow)
+{
+    if (slot < 0 || slot > SL_METRICS_SESSION_LABELS)
+        slot = SL_METRICS_SESSION_LABELS;
+    atomic_fetch_add_explicit(&session_count[slot][allow], 1, memory_order_relaxed);
+}
+
+static void render_sessions(struct evbuffer *out)
+{
+    int n = atomic_load(&nslots);
+    if (n == 0)
+        return;
+    evbuffer_add_printf(out, "# HELP sluice_session_decisions_total Decisions and request lines of sessions, by "
+                             "session (at most %d labels; the rest under session=\"_other\") and decision.\n"
+                             "# TYPE sluice_session_decisions_total counter\n", SL_METRICS_SESSION_LABELS);
+    for (int i = 0; i <= n && i <= SL_METRICS_SESSION_LABELS; i++) {
+        /* session names are [A-Za-z0-9._-]: nothing to escape in a label */
+        const char *name = i < n ? slot_name[i] : "_other";
+        if (i == n && n < SL_METRICS_SESSION_LABELS &&
+            !(atomic_load_explicit(&session_count[SL_METRICS_SESSION_LABELS][0], memory_order_relaxed) |
+              atomic_load_explicit(&session_count[SL_METRICS_SESSION_LABELS][1], memory_order_relaxed)))
+            break;   /* no _other series while every session has its own */
+        int k = i < n ? i : SL_METRICS_SESSION_LABELS;
+        for (int a = 1; a >= 0; a--)
+            evbuffer_add_printf(out, "sluice_session_decisions_total{session=\"%s\",decision=\"%s\"} %llu\n", name,
+                                a ? "allow" : "deny",
+                                atomic_load_explicit(&session_count[k][a], memory_order_relaxed));
+    }
 }
 
 void sl_metrics_decision(bool allow, const char *reason)
@@ -207,4 +264,5 @@ void sl_metrics_render(struct evbuffer *out, int clients, bool log_failing)
                         "# TYPE sluice_tls_certs_cached gauge\n"
                         "sluice_tls_certs_cached %llu\n",
                         GET(tls_failures[1]), GET(tls_failures[0]), GET(certs_cached));
+    render_sessions(out);
 }

@@ -24,6 +24,17 @@ void sl_metrics_request(bool allow, const char *reason);
 void sl_metrics_tls_failure(bool client_side);
 void sl_metrics_certs_cached(size_t n);
 
+/* Sessions: a counter of decisions by session. At most
+ * SL_METRICS_SESSION_LABELS names get a label of their own, in the order
+ * they are first loaded, kept for the life of the process (a reload keeps
+ * a session's series); the rest are counted under session="_other", so a
+ * gate with 100,000 sessions still renders a bounded page. */
+#define SL_METRICS_SESSION_LABELS 256
+/* The slot of a session name (any thread; at policy load, not per request):
+ * 0..SL_METRICS_SESSION_LABELS-1, or SL_METRICS_SESSION_LABELS for _other. */
+int sl_metrics_session_slot(const char *name);
+void sl_metrics_session_decision(int slot, bool allow);
+
 /* Prometheus text exposition format 0.0.4. `clients` is the gauge of open
  * client connections, `log_failing` whether the log is failing now. */
 void sl_metrics_render(struct evbuffer *out, int clients, bool log_failing);

@@ -74,6 +74,9 @@ static void reload_policy(void)
     sl_policy *prev = g_shared.policy;
     g_shared.policy = p;
     pthread_mutex_unlock(&g_shared.lock);
+    atomic_fetch_add(&g_shared.published, 1);
+    for (int i = 0; i < g_nworkers; i++)   /* revoked sessions' connections close now */
+        worker_wake(&g_workers[i]);
     sl_policy_unref(prev);
     sl_policy_unref(old);
     sl_metrics_reload(true);
