@@ -14,6 +14,7 @@
 
 #include "crypto.h"
 #include "log.h"
+#include "metrics.h"
 #include "text.h"
 
 /* inih as Debian builds it splits longer lines (config.c has the same). */
@@ -337,7 +338,7 @@ static int load_one(sl_policy *p, const char *dir, const char *name, sl_session 
                     void *ctx)
 {
     size_t n = strlen(dir) + strlen(name) + 6;
-    *s = (sl_session){ .name = xstrdup(name), .metrics_slot = -1, .file = xrealloc(NULL, n) };
+    *s = (sl_session){ .name = xstrdup(name), .metrics_slot = sl_metrics_session_slot(name), .file = xrealloc(NULL, n) };
     snprintf(s->file, n, "%s/%s.ini", dir, name);
     loader l = { .p = p, .report = rep, .ctx = ctx, .file = s->file, .s = s };
     snprintf(l.dir, sizeof l.dir, "%s", dir);
