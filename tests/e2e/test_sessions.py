@@ -153,7 +153,8 @@ def _failures(ss, expired):
         ("digest", f'Digest username="A", response="{A.token}"', "auth_failed", None),
         ("empty", "Basic ", "auth_failed", None),
         ("huge", huge, "auth_failed", None),
-        ("hostile-name", basic('A"\\\n}{', A.token), "auth_failed", 'A"\\\n}{'),
+        ("quoting-name", basic('A"\\}{<', A.token), "auth_failed", 'A"\\}{<'),
+        ("control-name", basic("A\n\x01", A.token), "auth_failed", None),
     ]
 
 
@@ -285,7 +286,7 @@ def test_proxy_authorization_never_reaches_the_plain_http_origin(sluice, origins
 def test_no_proxy_header_in_the_tunnel_and_none_sent_upstream_on_connect(sluice, recorder, tmp_path):
     """A CONNECT's head never reaches the origin: the recorder gets only the
     bytes the client sent into the tunnel."""
-    s, ss, _ = _gate(sluice, tmp_path, sessions={"A": ["recorder.test"]}, config={"proxy": {"sni_check": "no"}})
+    s, ss, _ = _gate(sluice, tmp_path, sessions={"A": ["recorder.test"]}, config={"policy": {"sni_check": "no"}})
     mark = recorder.mark()
     resp, conn = connect(s.port, "recorder.test:443", extra_headers=ss["A"].headers)
     assert resp.status == 200, resp
