@@ -154,7 +154,7 @@ def _failures(ss, expired):
         ("empty", "Basic ", "auth_failed", None),
         ("huge", huge, "auth_failed", None),
         ("quoting-name", basic('A"\\}{<', A.token), "auth_failed", 'A"\\}{<'),
-        ("control-name", basic("A\n\x01", A.token), "auth_failed", None),
+        ("control-name", basic("A\n\x01", A.token), "auth_failed", "A\n\x01"),
     ]
 
 
