@@ -802,10 +802,12 @@ static void check_round(bool at_exit)
             s->anext = gone;
             gone = s;
         } else {
-            /* Its buffers are given back while it is idle. */
+            /* Its buffers are given back while it is idle (all of them
+             * written: held is 0). */
             buffer_free(&s->pending);
             buffer_free(&s->batch);
             buffer_free(&s->out);
+            s->batch_off = s->out_off = 0;
         }
     }
     if (gone) {
