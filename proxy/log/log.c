@@ -1096,7 +1096,7 @@ sl_log_stream *sl_log_stream_get(const char *path, char *err, size_t errcap)
     sl_log_stream *other = table_find(path);
     if (other) {
         other->refs++;   /* got by another thread meanwhile */
-    } else if (st.st_dev == main_stream.dev && st.st_ino == main_stream.ino && !main_stream.is_stdout) {
+    } else if (st.st_dev == main_stream.dev && st.st_ino == main_stream.ino) {
         why = "is the gate's own log (leave `log` out to log there)";
     } else if (!table_add(s)) {
         why = "out of memory";
@@ -1236,6 +1236,7 @@ void sl_log_tick(void)
     sl_log_stream *stuck = stuck_since != 0 && now - stuck_since >= STALL_MS && atomic_load(&in_write) == writing
                                ? writing
                                : NULL;
+    size_t total = atomic_load(&pending_total_bytes) + atomic_load(&writer_total);
     for (sl_log_stream *s = active_head; s && nstarted < TICK_FAILS; s = s->anext) {
         if (atomic_load(&s->failing))
             continue;
@@ -1249,6 +1250,11 @@ void sl_log_tick(void)
             stalled = true;
         } else if (waiting > LOG_SOFT_MAX) {
             snprintf(why, cap, "%zu KiB wait to be written (more than %zu MiB)", waiting >> 10, LOG_SOFT_MAX >> 20);
+        } else if (total > LOG_SOFT_MAX && waiting >= CAUGHT_UP) {
+            /* Many streams behind at once: those with a share of it stop
+             * adding to it too (sl_log_backlogged already stops accepts). */
+            snprintf(why, cap, "%zu KiB wait to be written in every stream together (more than %zu MiB)",
+                     total >> 10, LOG_SOFT_MAX >> 20);
         } else if (stuck && stuck != s && waiting > 0) {
             /* One writer for every stream: its lines are not written
              * either while another's write is blocked. */
