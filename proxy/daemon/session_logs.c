@@ -15,7 +15,7 @@ bool sl_sessions_open_logs(sl_policy *p, sl_report_fn report, void *ctx)
         char err[512], msg[1200];
         s->log = sl_log_stream_get(s->log_path, err, sizeof err);
         if (!s->log) {
-            snprintf(msg, sizeof msg, "%s: log: %s", s->file ? s->file : s->name, err);
+            snprintf(msg, sizeof msg, "%s:%d: log: %s", s->file ? s->file : s->name, s->log_line, err);
             report(ctx, msg);
             /* What was got is dropped now, not when the policy is freed:
              * a reload that fails leaves the streams as they were. */

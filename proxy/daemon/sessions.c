@@ -220,6 +220,7 @@ static int on_key(void *user, const char *section, const char *name, const char 
             report(l, l->line, "log: empty path");
         } else {
             s->log_path = resolve_path(l, value);
+            s->log_line = l->line;
             /* Two writers of one file, each with its own chain, would make
              * both unverifiable. (Sessions may share a stream.) */
             if (l->p->log_path && same_file(s->log_path, l->p->log_path))

@@ -28,6 +28,7 @@ typedef struct sl_session {
     size_t nallowlist_files;
     char *log_path;                /* NULL: its lines go to the gate's log */
     struct sl_log_stream *log;     /* opened by `run` (sl_sessions_open_logs); NULL: the gate's log */
+    int log_line;                  /* the `log =` line of the file, for messages */
     time_t expires;                /* 0: never */
     char *file;                    /* the session file, for messages */
     int metrics_slot;              /* its /metrics label (sl_metrics_session_slot) */

@@ -86,6 +86,19 @@ def test_check_names_the_line_of_a_bad_session_file_and_never_its_hash(sluice_bi
         assert "good.ini" not in err
 
 
+def test_run_names_the_log_line_of_a_session_stream_it_cannot_open(sluice_bin, tmp_path):
+    """A session's own log that cannot be opened stops `run` at start-up
+    (exit 1, as the gate's own log does), naming the session file's line;
+    `check` opens no log and passes."""
+    cfg = write_config(tmp_path, listen="127.0.0.1:0")
+    write_session(tmp_path, "a", "t", "log = no-such-dir/a.jsonl\n")
+    rc, out, err = run(sluice_bin, "check", "-c", cfg)
+    assert rc == 0, err
+    rc, out, err = run(sluice_bin, "run", "-c", cfg)
+    assert rc == 1, (rc, err)
+    assert f"{tmp_path / 'sessions.d' / 'a.ini'}:3: log: " in err and "no-such-dir/a.jsonl" in err, err
+
+
 # ---- sluice session new ----
 
 def new_session(sluice_bin, *args):
