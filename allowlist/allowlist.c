@@ -214,7 +214,9 @@ static bool add_entry(sl_allowlist *al, const sl_entry *e, void *block)
         return false;
     }
     if (al->n == al->cap) {
-        size_t ncap = al->cap ? al->cap * 2 : 64;
+        /* From 4: a session's own list has a few entries, and 10,000 lists
+         * starting at 64 held 250 MB (each reload touched more of it). */
+        size_t ncap = al->cap ? al->cap * 2 : 4;
         item *ni = realloc(al->items, ncap * sizeof *ni);
         if (!ni) {
             free(block);
