@@ -73,5 +73,5 @@ bench: deps bench-deps
 bench-smoke: bench-deps build/sluice $(BENCH_BIN)
 	bench/run.sh --smoke -q
 
-bench-sessions: build/sluice build/bench/loadgen build/bench/origin build/bench/syscost
+bench-sessions: build/sluice $(BENCH_BIN)
 	bench/run.sh --only sluice-anon --only sluice-sessions --rounds 3 --json bench/results/sessions.json
