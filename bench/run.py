@@ -1945,13 +1945,13 @@ def render_sessions(results, prof):
     rows = [("sessions loaded", lambda r, ref: f"{r.get('sessions', 0):,}")]
     for c in prof["sess_conc"]:
         rows.append((f"tunnels/s, C={c}, best of {prof['rounds']}", lambda r, ref, c=c: cell_ops(r, f"stunnel_c{c}", ref)))
-    rows.append((f"CPU µs per tunnel, C={prof['sess_conc'][0]} (user+sys)¹",
-                 lambda r, ref: cell_cpu(r, f"stunnel_c{prof['sess_conc'][0]}", ref)))
+    for c in prof["sess_conc"]:
+        rows.append((f"CPU µs per tunnel, C={c} (user+sys)¹", lambda r, ref, c=c: cell_cpu(r, f"stunnel_c{c}", ref)))
     for c in prof["sess_conc"]:
         rows.append((f"requests/s keep-alive, C={c}, best of {prof['rounds']}",
                      lambda r, ref, c=c: cell_ops(r, f"shttp_c{c}", ref)))
-    rows.append((f"CPU µs per request, C={prof['sess_conc'][0]} (user+sys)¹",
-                 lambda r, ref: cell_cpu(r, f"shttp_c{prof['sess_conc'][0]}", ref)))
+    for c in prof["sess_conc"]:
+        rows.append((f"CPU µs per request, C={c} (user+sys)¹", lambda r, ref, c=c: cell_cpu(r, f"shttp_c{c}", ref)))
     rows += [
         ("`sluice check -c` (reads the config and every session file), s",
          lambda r, ref: "—" if r.get("check_s") is None else f"{r['check_s']:.2f}"),
@@ -1967,6 +1967,10 @@ def render_sessions(results, prof):
         ("reload: peak RSS growth during one, MB (largest)⁵",
          lambda r, ref: reload_cell(r, "rss_growth_kb_max", lambda v: f"{v / 1024:,.1f}")),
         ("RSS after the reloads, MB", lambda r, ref: reload_cell(r, "rss_after_kb", lambda v: f"{v / 1024:,.1f}")),
+        ("RSS per session after the reloads, KB (against sluice-anon's)",
+         lambda r, ref: "—" if not ref or not r.get("sessions") or not (r.get("reload") or {}).get("rss_after_kb")
+         or not (ref.get("reload") or {}).get("rss_after_kb")
+         else f"{(r['reload']['rss_after_kb'] - ref['reload']['rss_after_kb']) / r['sessions']:.2f}"),
         ("RSS after all runs, MB", lambda r, ref: mb(r.get("rss_end_kb"))),
         ("sessions named in the log", lambda r, ref: "—" if not r.get("sessions")
          else f"{(r.get('log') or {}).get('sessions_seen', 0):,}"),
