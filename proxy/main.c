@@ -14,6 +14,7 @@
 #include "dns.h"
 #include "health.h"
 #include "run.h"
+#include "session.h"
 
 #define SLUICE_VERSION "0.1.0"
 
@@ -25,10 +26,13 @@ static const char usage[] =
     "  check    load config and allowlists, print the effective policy\n"
     "  allow-from-lockfile [-o FILE] [--format text|json] PATH...\n"
     "           print the allowlist a locked install of PATH's dependencies needs\n"
-    "  audit [--summary|--denied|--suggest|--verify] [--json] [--follow] LOG...\n"
+    "  audit [--summary|--denied|--suggest|--verify] [--json] [--follow] [--session NAME] LOG...\n"
     "           read decision logs ('-' is standard input; gzip'd logs too)\n"
     "  ca init DIR [--days N] [--permit HOST]...\n"
     "           make the inspection CA: DIR/ca.pem (0644) and DIR/ca.key (0600)\n"
+    "  session new NAME [--dir DIR] [--allowlist FILE]... [--ttl DURATION] [-c CONFIG]\n"
+    "           make a session: DIR/NAME.ini with a fresh token; prints its proxy URL\n"
+    "           http://NAME:TOKEN@HOST:PORT, the token's only copy\n"
     "  health IP:PORT\n"
     "           exit 0 if the gate's admin endpoint answers /healthz with 200\n"
     "  version  print versions of sluice and its libraries\n"
@@ -163,6 +167,8 @@ int main(int argc, char **argv)
         return sl_cmd_ca(argc - 1, argv + 1);
     if (!strcmp(cmd, "health"))
         return sl_cmd_health(argc - 1, argv + 1);
+    if (!strcmp(cmd, "session"))
+        return sl_cmd_session(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit"))
         return sl_cmd_audit(argc - 1, argv + 1);
     if (!strcmp(cmd, "allow-from-lockfile"))

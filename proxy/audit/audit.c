@@ -11,12 +11,14 @@
 #include "audit_input.h"
 #include "audit_report.h"
 #include "audit_verify.h"
+#include "sessions.h"
 
 #define SHOWN_WARNINGS 10   /* malformed lines named one by one; then only counted */
 #define KEEP_OPEN 8         /* up to this many logs stay open from their first line on */
 
 static const char usage[] =
-    "usage: sluice audit [--summary|--denied|--suggest|--verify] [--json] [--follow] LOG...\n"
+    "usage: sluice audit [--summary|--denied|--suggest|--verify] [--json] [--follow]\n"
+    "                    [--session NAME] LOG...\n"
     "\n"
     "Reads decision logs: plain or gzip'd, several in any order (rotated files are\n"
     "put back in order by their first lines), '-' for standard input.\n"
@@ -38,6 +40,11 @@ static const char usage[] =
     "              path the gate would refuse as ambiguous, and never a query string\n"
     "  --verify    check the hash chain: 'ok: N lines, stream S' for each stream, or\n"
     "              exit 1 naming the first bad line as FILE:LINE\n"
+    "  --session NAME\n"
+    "              only the lines of session NAME (their \"session\" field): every\n"
+    "              report above counts only those; anonymous clients' lines and\n"
+    "              auth_failed lines (which name no session) are left out.\n"
+    "              --verify ignores it: a chain is verified whole\n"
     "  --json      print JSON instead of a table\n"
     "  --follow    keep reading the last log as it grows, across rotation (like\n"
     "              tail -F); reports are printed again whenever it catches up;\n"
@@ -70,6 +77,7 @@ typedef struct run {
     enum mode mode;
     bool json, follow;
     sl_ports connect_ports, http_ports;
+    const char *session;     /* --session: only its lines; NULL: all */
     sl_report *report;
     sl_verify *verify;
     unsigned long long warnings;
@@ -186,11 +194,14 @@ static int read_log(run *r, sl_ain *in)
             warn(r, name, line.lineno, what);
             continue;
         }
-        if (!sl_report_line(r->report, &f)) {
+        /* Where the stream stands is noted below for every line, the
+         * others' too: the next file to read depends on it. */
+        bool wanted = !r->session || sl_astr_eq(&f.session, r->session);
+        if (wanted && !sl_report_line(r->report, &f)) {
             fprintf(r->err, "sluice: audit: out of memory\n");
             return 1;
         }
-        r->dirty = true;
+        r->dirty |= wanted;
         if (hex32(&f.stream)) {
             memcpy(r->cur_stream, f.stream.p, 32);
             r->cur_stream[32] = '\0';
@@ -229,7 +240,7 @@ static void verify_ok(run *r)
 
 static int parse_args(int argc, char **argv, run *r, FILE *err)
 {
-    enum { O_SUMMARY = 256, O_DENIED, O_SUGGEST, O_VERIFY, O_JSON, O_FOLLOW, O_CPORTS, O_HPORTS };
+    enum { O_SUMMARY = 256, O_DENIED, O_SUGGEST, O_VERIFY, O_JSON, O_FOLLOW, O_CPORTS, O_HPORTS, O_SESSION };
     static const struct option longopts[] = {
         { "summary", no_argument, NULL, O_SUMMARY },
         { "denied", no_argument, NULL, O_DENIED },
@@ -239,6 +250,7 @@ static int parse_args(int argc, char **argv, run *r, FILE *err)
         { "follow", no_argument, NULL, O_FOLLOW },
         { "connect-ports", required_argument, NULL, O_CPORTS },
         { "http-ports", required_argument, NULL, O_HPORTS },
+        { "session", required_argument, NULL, O_SESSION },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -271,6 +283,14 @@ static int parse_args(int argc, char **argv, run *r, FILE *err)
                         perr);
                 return 2;
             }
+            break;
+        case O_SESSION:
+            if (!sl_session_name_valid(optarg, strlen(optarg))) {
+                fprintf(err, "sluice: audit: --session: '%s' is not a session name (1-%d of A-Z a-z 0-9 . _ -, "
+                             "not starting with '.')\n", optarg, SL_SESSION_NAME_MAX);
+                return 2;
+            }
+            r->session = optarg;
             break;
         case 'h': fputs(usage, r->out); return -1;
         default:

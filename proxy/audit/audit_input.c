@@ -380,6 +380,7 @@ static const field_desc fields[] = {
     FS("end", end), FN("bytes_up", bytes_up), FN("bytes_down", bytes_down), FN("seq", seq),
     FS("chain", chain), FS("stream", stream), FN("continues_seq", continues_seq),
     FS("continues_chain", continues_chain), FS("path", path), FS("credential", credential),
+    FS("session", session),
 };
 /* `seen` in sl_aline_scan has a bit for each. */
 _Static_assert(sizeof fields / sizeof fields[0] <= 32, "too many fields for the seen mask");

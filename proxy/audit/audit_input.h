@@ -71,6 +71,7 @@ typedef struct sl_anum {
 typedef struct sl_afields {
     sl_astr ts, event, id, client, method, host, decision, reason, end;
     sl_astr path, credential;    /* requests to inspected hosts */
+    sl_astr session;             /* the session that caused the line (SPEC part 2) */
     sl_astr stream, chain, continues_chain;
     sl_anum port, seq, continues_seq, bytes_up, bytes_down;
 } sl_afields;

@@ -42,7 +42,7 @@ static bool legal(conn_state from, conn_state to)
     switch (to) {
     case CS_HEAD:       return from == CS_FORWARD || from == CS_HEAD || from == CS_TLS;
     case CS_RESOLVING:  return from == CS_HEAD;
-    case CS_CONNECTING: return from == CS_HEAD || from == CS_RESOLVING;
+    case CS_CONNECTING: return from == CS_HEAD || from == CS_RESOLVING || from == CS_FORWARD;   /* a retry */
     case CS_SNI:        return from == CS_CONNECTING;
     case CS_TUNNEL:     return from == CS_CONNECTING || from == CS_SNI;
     case CS_TLS:        return from == CS_SNI || from == CS_CONNECTING;
@@ -642,6 +642,16 @@ void conn_refuse(conn *c, int status, const char *reason, const char *fmt, ...)
     va_end(ap);
 
     c->x.status = status;
+    if (c->x.allowed && !in_tunnel(c)) {
+        /* After its allow line (a retry's new origin connection failed):
+         * the request's close line says how it ended. */
+        c->x.end_detail = detail;
+        sl_reply_error(c->cli->out, status, detail);
+        conn_finish(c, reason);
+        c->x.end_detail = NULL;
+        return;
+    }
+    c->x.allowed = false;   /* in a tunnel, the request's one line is this refusal */
     uint64_t ticket = conn_log_decision(c, false, reason, detail);
     sl_reply_refusal(c->cli->out, status, reason, detail);
     finish_after_log(c, "refused", ticket);
@@ -770,6 +780,9 @@ void conn_close(conn *c, const char *end)
 static void exchange_free_fields(conn *c)
 {
     exchange_release_hold(c);
+    if (c->x.retry_head)
+        evbuffer_free(c->x.retry_head);
+    c->x.retry_head = NULL;
     free(c->x.path);
     sl_pin_free(c->x.pin);
     free(c->x.expected);

@@ -163,6 +163,14 @@ typedef struct exchange {
     struct evbuffer *pin_held;    /* a pinned body held whole until its digest is known (exchange.c) */
     size_t pin_reserved;          /* its bytes, counted in the gate-wide budget until the exchange ends */
 
+    /* A request sent on a kept origin connection, which the origin may
+     * have closed as it went (its idle timeout): when the origin ends
+     * before any byte of a response, an idempotent request without a body
+     * is sent once more on a new connection (RFC 9112 9.3.1). */
+    bool reused;                  /* x goes on a kept origin connection */
+    bool retrying;                /* the second try: allowed and sealed already */
+    struct evbuffer *retry_head;  /* the sealed head, kept for that try */
+
     /* sessions (SPEC part 2): this request's credentials, read with its head */
     auth_verdict auth;
     const char *auth_why;         /* AUTH_FAILED: what was wrong (static text) */

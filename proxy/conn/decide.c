@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "netclass.h"
+#include "sessions.h"
 
 static sl_verdict classify(conn *c, const sl_addr *a, char *scratch, size_t cap)
 {
@@ -98,6 +99,7 @@ static void vet_and_connect(conn *c, const sl_addr *addrs, size_t n)
      * same host and port and to an address vetted just now, and is silent. */
     if (!c->x.is_connect && exchange_can_reuse(c)) {
         c->x.addr = c->up_addr;
+        c->x.reused = true;
         exchange_start(c);
         return;
     }
@@ -178,9 +180,15 @@ void conn_decide(conn *c)
     }
     if (m == SL_MATCH_NO_ENTRY) {
         suggest(c, line, sizeof line);
-        conn_refuse(c, 403, "not_allowlisted",
-                    "%s is not on the allowlist. To allow it, add this line to an allowlist file:\n\n    %s\n",
-                    c->x.host.name, line);
+        if (c->session)   /* the session's own list is where a sandbox's needs usually go */
+            conn_refuse(c, 403, "not_allowlisted",
+                        "%s is not on the allowlist of session %s (nor the global one). To allow it, add "
+                        "this line to one of the session's allowlist files (or a global one):\n\n    %s\n",
+                        c->x.host.name, c->session->name, line);
+        else
+            conn_refuse(c, 403, "not_allowlisted",
+                        "%s is not on the allowlist. To allow it, add this line to an allowlist file:\n\n    %s\n",
+                        c->x.host.name, line);
         return;
     }
     if (m == SL_MATCH_PORT_NOT_ALLOWED) {

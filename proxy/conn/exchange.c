@@ -409,6 +409,7 @@ static bool pump_body(conn *c, body *b, bool from_client, const char **err)
  * only be cut off. */
 static void exchange_fail(conn *c, int status, const char *end, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+static bool retry_on_new_origin(conn *c);
 
 static void exchange_fail(conn *c, int status, const char *end, const char *fmt, ...)
 {
@@ -539,6 +540,10 @@ static bool pump_heads(conn *c)
     struct evbuffer *in = c->up->in;
     while (c->fx == FX_REQUEST || c->fx == FX_AWAIT) {
         size_t len = evbuffer_get_length(in);
+        if (len > 0 && c->x.retry_head) {   /* the origin answers: this connection is the one */
+            evbuffer_free(c->x.retry_head);
+            c->x.retry_head = NULL;
+        }
         if (len == 0 || out_len(c->cli) >= CONN_OUT_HIGH)
             break;   /* interim heads wait under the same watermark as bodies */
         size_t n = len < SL_HTTP_MAX_HEAD + 1 ? len : SL_HTTP_MAX_HEAD + 1;
@@ -610,6 +615,9 @@ static bool pump_heads(conn *c)
             return false;   /* an empty body that is not the pinned one */
     }
     if ((c->fx == FX_REQUEST || c->fx == FX_AWAIT) && (c->up->eof || c->up->error) &&
+        retry_on_new_origin(c))
+        return false;
+    if ((c->fx == FX_REQUEST || c->fx == FX_AWAIT) && (c->up->eof || c->up->error) &&
         out_len(c->cli) < CONN_OUT_HIGH) {
         exchange_fail(c, 502, c->up->error ? "origin_error" : "origin_eof",
                       "The origin closed the connection before its response.");
@@ -663,13 +671,42 @@ static void pump(conn *c)
 
 /* ---- entry points ---- */
 
+/* Whether the request may go again on a new connection, should the kept
+ * one end before its response: idempotent, no body, and the one try left. */
+static bool retryable(const conn *c)
+{
+    return c->x.reused && !c->x.retrying && c->x.req.kind == BODY_NONE &&
+           (c->x.method == SL_METHOD_GET || c->x.method == SL_METHOD_HEAD || c->x.method == SL_METHOD_OPTIONS);
+}
+
+/* The kept origin ended (a FIN or an error) before any byte of the
+ * response: the request goes once more, on a new connection to the same
+ * vetted addresses. False when it may not. */
+static bool retry_on_new_origin(conn *c)
+{
+    if (!c->x.retry_head || c->x.final_head || in_len(c->up) > 0)
+        return false;
+    c->x.up_head = c->x.retry_head;
+    c->x.retry_head = NULL;
+    c->x.retrying = true;
+    c->x.reused = false;
+    conn_connect(c);   /* drops the old origin; its allow line stands */
+    return true;
+}
+
 void exchange_start(conn *c)
 {
     conn_set_state(c, CS_FORWARD);
     exchange_set(c, FX_REQUEST);
-    if (!conn_allow(c))
-        return;
-    request_seal_head(c);
+    if (!c->x.retrying) {
+        if (!conn_allow(c))
+            return;
+        request_seal_head(c);
+        if (retryable(c) && (c->x.retry_head = evbuffer_new()) != NULL) {
+            size_t n = evbuffer_get_length(c->x.up_head);
+            evbuffer_add(c->x.retry_head, evbuffer_pullup(c->x.up_head, (ev_ssize_t)n), n);
+        }
+    }
     c->x.bytes_up += evbuffer_get_length(c->x.up_head);
     evbuffer_add_buffer(c->up->out, c->x.up_head);
     evbuffer_free(c->x.up_head);
@@ -689,7 +726,7 @@ void exchange_on_stream(conn *c, bool from_client, sl_stream_event ev)
             conn_close(c, "client_error");
         else if (c->fx == FX_FLUSH)
             exchange_drop_origin(c);   /* the kept origin failed: just not reused */
-        else
+        else if (!((c->fx == FX_REQUEST || c->fx == FX_AWAIT) && retry_on_new_origin(c)))
             exchange_fail(c, 502, "origin_error", "The connection to the origin failed.");
         return;
     }

@@ -227,6 +227,7 @@ void inspect_decide(conn *c)
         return;
     if (exchange_can_reuse(c)) {
         c->x.addr = c->up_addr;
+        c->x.reused = true;
         exchange_start(c);
         return;
     }

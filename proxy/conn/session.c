@@ -51,11 +51,11 @@ void session_read_head(conn *c, const sl_http_head *h)
     }
     static _Thread_local sl_proxy_auth a;
     const char *why = sl_proxy_auth_parse(cred->value.p, cred->value.len, &a);
+    memcpy(c->x.claimed, a.user, a.user_len + 1);   /* both SL_PROXY_AUTH_USER_MAX + 1 */
     if (why) {
         failed(c, why);
         return;
     }
-    memcpy(c->x.claimed, a.user, a.user_len + 1);   /* both SL_PROXY_AUTH_USER_MAX + 1 */
     const sl_session *s = sl_policy_session(p, a.user, a.user_len);
     /* An unknown name costs the same hash as a known one. */
     static const sl_session nobody;

@@ -3,6 +3,7 @@
 
 #include "credentials.h"
 #include "lockfile.h"
+#include "sessions.h"
 #include "tls.h"
 
 #include <errno.h>
@@ -59,6 +60,8 @@ typedef struct loader {
     bool listen_from_config, dns_from_config;
     int ttl_line;
     int admin_line;           /* line of min_ttl_s or max_ttl_s, for the range check */
+    int sessions_dir_line, sessions_require_line;
+    bool sessions_require;    /* as given; meaningful when sessions_require_line */
     int first_syntax_line;  /* reported by read_line; inih reports it again */
 } loader;
 
@@ -346,6 +349,7 @@ enum key_id {
     K_LOG_PATH, K_ADMIN_LISTEN,
     K_TLS_CA_CERT, K_TLS_CA_KEY, K_TLS_UPSTREAM_CA, K_TLS_LEAF_DAYS, K_TLS_PIN_HOLD,
     K_CRED_FILE, K_CRED_SECRET_DIR,
+    K_SESSIONS_DIR, K_SESSIONS_REQUIRE,
 };
 
 static const struct key {
@@ -382,9 +386,11 @@ static const struct key {
     { "tls", "pin_hold_kib", K_TLS_PIN_HOLD, false },
     { "credentials", "file", K_CRED_FILE, false },
     { "credentials", "secret_dir", K_CRED_SECRET_DIR, false },
+    { "sessions", "dir", K_SESSIONS_DIR, false },
+    { "sessions", "require", K_SESSIONS_REQUIRE, false },
 };
 static const char *const sections[] = { "proxy", "policy", "dns", "timeouts", "log", "admin", "tls",
-                                        "credentials" };
+                                        "credentials", "sessions" };
 
 static bool known_section(const char *s, size_t len)
 {
@@ -523,12 +529,14 @@ static int on_key(void *user, const char *section, const char *name, const char 
     case K_TLS_CA_KEY:
     case K_TLS_UPSTREAM_CA:
     case K_CRED_FILE:
-    case K_CRED_SECRET_DIR: {
+    case K_CRED_SECRET_DIR:
+    case K_SESSIONS_DIR: {
         char **slot = k->id == K_TLS_CA_CERT       ? &p->tls_ca_cert
                       : k->id == K_TLS_CA_KEY      ? &p->tls_ca_key
                       : k->id == K_TLS_UPSTREAM_CA ? &p->tls_upstream_ca
                       : k->id == K_CRED_FILE       ? &p->credentials_file
-                                                   : &p->secret_dir;
+                      : k->id == K_CRED_SECRET_DIR ? &p->secret_dir
+                                                   : &p->sessions_dir;
         if (value[0] == '\0') {
             report(l, l->file, l->line, "%s: empty path", name);
             break;
@@ -543,8 +551,15 @@ static int on_key(void *user, const char *section, const char *name, const char 
             l->upstream_ca_line = l->line;
         else if (k->id == K_CRED_FILE)
             l->cred_file_line = l->line;
+        else if (k->id == K_SESSIONS_DIR)
+            l->sessions_dir_line = l->line;
         break;
     }
+    case K_SESSIONS_REQUIRE:
+        if (!parse_bool(value, &l->sessions_require))
+            report(l, l->file, l->line, "require: '%s' is not yes or no", value);
+        l->sessions_require_line = l->line;
+        break;
     case K_TLS_LEAF_DAYS:
         set_ms(l, name, value, 1, 825, &p->tls_leaf_days);
         break;
@@ -704,6 +719,32 @@ static void dns_from_resolv_conf(loader *l)
     l->p->dns_from_resolv_conf = true;
 }
 
+/* Whether any list a request may be decided by (the global one, a
+ * session's) has an entry with pred. */
+static const sl_entry *first_entry(const sl_policy *p, bool (*pred)(const sl_entry *))
+{
+    for (size_t i = 0; i < sl_allowlist_count(p->allow); i++)
+        if (pred(sl_allowlist_entry(p->allow, i)))
+            return sl_allowlist_entry(p->allow, i);
+    for (size_t k = 0; k < p->nsessions; k++) {
+        const sl_allowlist *al = p->sessions[k].allow;
+        for (size_t i = 0; al && i < sl_allowlist_count(al); i++)
+            if (pred(sl_allowlist_entry(al, i)))
+                return sl_allowlist_entry(al, i);
+    }
+    return NULL;
+}
+
+static bool is_rule(const sl_entry *e)
+{
+    return sl_entry_is_rule(e);
+}
+
+static bool is_name(const sl_entry *e)
+{
+    return e->host.kind == SL_HOST_NAME;
+}
+
 /* A file named by [tls]: it opens and is a regular file; with private,
  * it is not open to group or others either (the CA's key). Checked on the
  * descriptor, as it would be read. */
@@ -732,10 +773,8 @@ static void check_inspection(loader *l, const char *config)
 {
     sl_policy *p = l->p;
     const char *cfg = config ? config : "config";
-    const sl_entry *first = NULL;
-    for (size_t i = 0; i < sl_allowlist_count(p->allow) && !first; i++)
-        if (sl_entry_is_rule(sl_allowlist_entry(p->allow, i)))
-            first = sl_allowlist_entry(p->allow, i);
+    /* A session's request rules need the CA as the global ones do. */
+    const sl_entry *first = first_entry(p, is_rule);
     p->inspects = first != NULL;
 
     if (p->tls_ca_cert && !p->tls_ca_key)
@@ -778,6 +817,32 @@ static void check_inspection(loader *l, const char *config)
         else
             sl_credentials_load(p, p->credentials_file, p->secret_dir, report_cb, l);
     }
+}
+
+/* [sessions]: after the global allowlist and the ports are final (the
+ * sessions' lists are read with them), before the checks that look at
+ * every list (DNS, inspection). */
+static void load_sessions(loader *l, const char *config)
+{
+    sl_policy *p = l->p;
+    const char *cfg = config ? config : "config";
+    if (!p->sessions_dir) {
+        if (l->sessions_require_line)
+            report(l, cfg, l->sessions_require_line, "[sessions] require without dir: there are no sessions "
+                                                     "to require");
+        return;
+    }
+    p->sessions_require = l->sessions_require_line ? l->sessions_require : true;
+    struct stat st;
+    if (stat(p->sessions_dir, &st) != 0) {
+        report(l, cfg, l->sessions_dir_line, "[sessions] dir %s: %s", p->sessions_dir, strerror(errno));
+        return;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        report(l, cfg, l->sessions_dir_line, "[sessions] dir %s: not a directory", p->sessions_dir);
+        return;
+    }
+    sl_sessions_load(p, p->sessions_dir, report_cb, l);
 }
 
 static int cpu_count(void)
@@ -835,11 +900,11 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn rep, void *ctx)
     if (opt->workers >= 0)
         p->workers = opt->workers;
 
-    /* A gate whose allowlist has only IP literals (or nothing: the image's
+    load_sessions(&l, opt->config);
+
+    /* A gate whose allowlists have only IP literals (or nothing: the image's
      * default) never asks DNS, and may run where there is none. */
-    bool needs_dns = false;
-    for (size_t i = 0; i < sl_allowlist_count(p->allow) && !needs_dns; i++)
-        needs_dns = sl_allowlist_entry(p->allow, i)->host.kind == SL_HOST_NAME;
+    bool needs_dns = first_entry(p, is_name) != NULL;
     if (p->ndns == 0 && !l.dns_from_config && !opt->dns_server.n && needs_dns)
         report(&l, opt->config ? opt->config : "dns", 0,
                "no DNS server for the host names on the allowlist: set [dns] server or --dns-server "
@@ -898,6 +963,8 @@ void sl_policy_unref(sl_policy *p)
     free(p->credentials_file);
     free(p->secret_dir);
     sl_credentials_free(p);
+    sl_sessions_free(p);
+    free(p->sessions_dir);
     free(p);
 }
 
@@ -1040,11 +1107,15 @@ void sl_policy_print(const sl_policy *p, FILE *out)
     fprintf(out, "  leaf_days      %d\n", p->tls_leaf_days);
     fprintf(out, "  pin_hold_kib   %d\n", p->pin_hold_kib);
     sl_credentials_print(p, out);
+    sl_sessions_print(p, out);
 }
 
 void sl_policy_warnings(const sl_policy *p, sl_report_fn rep, void *ctx)
 {
     sl_allowlist_warnings(p->allow, rep, ctx);
+    for (size_t i = 0; i < p->nsessions; i++)
+        if (p->sessions[i].allow)
+            sl_allowlist_warnings(p->sessions[i].allow, rep, ctx);
 }
 
 void sl_report_stderr(void *ctx, const char *msg)

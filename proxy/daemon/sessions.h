@@ -16,6 +16,7 @@
 
 #define SL_SESSION_NAME_MAX 64     /* [A-Za-z0-9._-], not starting with '.' */
 #define SL_SESSION_TOKEN_MAX 256   /* bytes of a token a client may send */
+#define SL_SESSIONS_MAX 100000     /* session files read from one dir; more is an error */
 
 struct sl_log_stream;
 
@@ -59,6 +60,13 @@ static inline bool sl_session_expired(const sl_session *s, time_t now)
 /* `run`: opens the log streams of the sessions that name one (before the
  * policy is used). Errors name the session file's log line. */
 bool sl_sessions_open_logs(sl_policy *p, sl_report_fn report, void *ctx);
+
+/* Whether name[0..n) is a session name: 1..SL_SESSION_NAME_MAX of
+ * [A-Za-z0-9._-], not starting with '.'. */
+bool sl_session_name_valid(const char *name, size_t n);
+
+/* `expires`: exactly YYYY-MM-DDTHH:MM:SSZ (UTC, a real date, 1970 on). */
+bool sl_session_parse_expires(const char *s, time_t *out);
 
 /* `sluice check`'s sessions section: name, file, allowlists, log, expiry,
  * and the first 8 hex digits of the token's hash, never more. */

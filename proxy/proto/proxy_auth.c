@@ -106,10 +106,14 @@ const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *ou
                 break;
             }
     }
-    if (!why) {
+    if (colon && ulen > 0 && ulen <= SL_PROXY_AUTH_USER_MAX) {
+        /* The name, even of refused credentials: the log says who it
+         * claimed to be (escaped). Never the token. */
         memcpy(out->user, dec, ulen);
         out->user[ulen] = '\0';
         out->user_len = ulen;
+    }
+    if (!why) {
         memcpy(out->pass, colon + 1, plen);
         out->pass[plen] = '\0';
         out->pass_len = plen;
@@ -117,5 +121,9 @@ const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *ou
     volatile unsigned char *d = dec;
     for (size_t i = 0; i < sizeof dec; i++)
         d[i] = 0;
-    return why ? fail(out, why) : NULL;
+    if (why) {
+        sl_proxy_auth_clear(out);
+        return why;
+    }
+    return NULL;
 }

@@ -21,7 +21,9 @@ typedef struct sl_proxy_auth {
 
 /* NULL when the value is well formed (out filled); otherwise a static
  * text saying what is wrong ("not Basic", "bad base64", "no colon",
- * "too long", ...). The password is wiped from out on every failure. */
+ * "too long", ...). On a failure the token is wiped from out; the name is
+ * kept when the value decoded to one of at most SL_PROXY_AUTH_USER_MAX
+ * bytes before a colon (for the log, which escapes it), else empty. */
 const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *out);
 
 /* Wipes the token. */

@@ -119,6 +119,53 @@ def test_bytes_from_an_idle_origin_close_it_and_are_never_delivered(sluice, scri
     assert_origin_traffic(scripted.since(m), sent)
 
 
+@pytest.mark.parametrize("end", ["eof", "reset"])
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_kept_origin_that_closes_as_the_next_request_arrives_is_retried(sluice, scripted, end, method):
+    """The race every keep-alive proxy meets: the origin's idle timeout
+    closes the kept connection just as sluice sends the next request on it.
+    Nothing of a response came, so an idempotent request without a body is
+    sent once more, on a new connection (RFC 9112 9.3.1), and the client
+    gets its own response, with one decision line for it."""
+    s = gate(sluice)
+    m = scripted.mark()
+    action = {"eof": Close(), "reset": Reset()}[end]
+    scripted.play(Script(WaitRequest(), Send(ok(b"first")), WaitRequest(2), action), Script(Serve()))
+    with Conn(s.port) as c:
+        sent = [get(c, "/first")]
+        assert c.read_final().body == b"first"
+        sent.append(get(c, "/second", method=method))
+        own_response(c, "/second", method=method)
+        port = c.local_port
+    conn1, conn2 = scripted.wait_conn(m, 1), scripted.wait_conn(m, 2)
+    assert len(conn1.requests()[0]) == 2 and len(conn2.requests()[0]) == 1, \
+        f"the second request was not sent once more on a new connection: {conn1!r} {conn2!r}"
+    s.stop()
+    assert_exchanges(s, port, [("allow", "done"), ("allow", "done")])
+
+
+@pytest.mark.parametrize("end", ["eof", "reset"])
+def test_a_request_with_a_body_is_not_retried(sluice, scripted, end):
+    """A POST may have had its effect at the origin before it closed: it is
+    never sent twice, and the client gets sluice's 502."""
+    s = gate(sluice)
+    m = scripted.mark()
+    action = {"eof": Close(), "reset": Reset()}[end]
+    scripted.play(Script(WaitRequest(), Send(ok(b"first")), WaitRequest(2), action), Script(Serve()))
+    with Conn(s.port) as c:
+        get(c, "/first")
+        assert c.read_final().body == b"first"
+        c.send(b"POST http://h1.hostile.test/second HTTP/1.1\r\nHost: h1.hostile.test\r\n"
+               b"Content-Length: 4\r\n\r\nbody")
+        r = c.read_final("POST", timeout=5.0)
+        assert r.status == 502, r
+        port = c.local_port
+    time.sleep(0.3)
+    assert len(scripted.since(m)) == 1, "the POST went to a second origin connection"
+    s.stop()
+    assert_exchanges(s, port, [("allow", "done"), ("allow", {"origin_eof", "origin_error"})])
+
+
 @pytest.mark.parametrize("after", ["response", "eof", "reset"])
 def test_bytes_from_the_idle_origin_while_the_next_request_is_resolving(sluice, scripted, slow_dns, after):
     """The next request (same host, so the idle origin connection would be

@@ -13,7 +13,11 @@
  * open to sl_fuzz_open in config.o, allowlist.o and credentials.o (objcopy
  * --redefine-sym); they serve only the input's files (fmemopen, or a memfd
  * of mode 0600 for open: [tls] files and secrets, "fuzz/secrets/NAME" for
- * secret_dir = secrets); any other path does not exist.
+ * secret_dir = secrets); any other path does not exist. The one exception:
+ * [sessions] dir is looked up with stat(2) on the disk (the harness serves
+ * no directories), where "fuzz/..." does not exist, so a config with it is
+ * refused after its keys are parsed; the session files themselves are
+ * covered by tests/unit/test_sessions.c.
  *
  * Properties: a refused config reports at least one error; every report is
  * a non-empty "WHERE: message" line; an accepted policy is consistent

@@ -769,6 +769,66 @@ static void test_pinned_requests_that_cannot_be_checked(void **state)
     free(log);
 }
 
+/* ---- a kept origin that ends before its response ---- */
+
+/* The request went on the kept origin, which ended before a byte of a
+ * response: a GET goes once more, on a new connection to the vetted
+ * address. Here that address is a closed port, so the new connection
+ * fails: the client gets sluice's 502, and the request keeps its one
+ * decision line (the allow), its close line saying connect_failed. A POST
+ * is never sent twice: its 502 says the origin closed. */
+static void test_a_kept_origin_that_ends_first_is_retried_once(void **state)
+{
+    (void)state;
+    static const struct { const char *req; const char *end; } cases[] = {
+        { "GET http://" H "/r HTTP/1.1\r\nHost: " H "\r\n\r\n", "\"end\":\"connect_failed\"" },
+        { "POST http://" H "/r HTTP/1.1\r\nHost: " H "\r\nContent-Length: 1\r\n\r\nx",
+          "\"end\":\"origin_eof\"" },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        tconn t;
+        tc_open(&t, 65536, 65536);
+        char *req = fmt_port(cases[k].req);
+        mem_send(t.cli, req, strlen(req));
+        run();
+        assert_true(evbuffer_get_length(t.to_up) > 0);
+        mem_eof(t.up);
+        run();
+        for (int i = 0; i < 200 && evbuffer_get_length(t.to_cli) == 0; i++) {
+            usleep(5 * 1000);
+            run();
+        }
+        size_t n;
+        char *cl = got(t.to_cli, &n);
+        if (strncmp(cl, "HTTP/1.1 502 ", 13) != 0)
+            fail_msg("case %zu: the client got [%s]", k, cl);
+        assert_int_equal(t.up_frees, 1);
+        char id[40];
+        snprintf(id, sizeof id, "\"id\":\"%s\"", t.c->x.id);
+        free(cl);
+        free(req);
+        tc_close(&t);
+        /* The request's lines: one decision (the allow) and one close. */
+        char *log = log_text(), *decision = NULL, *close = NULL;
+        int ndecisions = 0;
+        for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strstr(line, id))
+                continue;
+            if (strstr(line, "\"event\":\"decision\"")) {
+                ndecisions++;
+                decision = line;
+            } else if (strstr(line, "\"event\":\"close\"")) {
+                close = line;
+            }
+        }
+        assert_int_equal(ndecisions, 1);
+        assert_non_null(strstr(decision, "\"decision\":\"allow\""));
+        if (!close || !strstr(close, cases[k].end))
+            fail_msg("case %zu: the close line is not %s: %s", k, cases[k].end, close ? close : "(none)");
+        free(log);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -781,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_an_origin_that_does_not_read_holds_the_client_back),
         cmocka_unit_test(test_an_idle_origin_that_talks_is_dropped),
         cmocka_unit_test(test_a_trickle_of_single_bytes_is_queued_compactly),
+        cmocka_unit_test(test_a_kept_origin_that_ends_first_is_retried_once),
     };
     const struct CMUnitTest pins[] = {
         cmocka_unit_test(test_a_pinned_body_that_matches_arrives_whole),

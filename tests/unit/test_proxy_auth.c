@@ -39,6 +39,7 @@ static void no(const char *value, const char *reason_part)
     for (size_t i = 0; i < sizeof a.pass; i++)
         assert_int_equal(a.pass[i], 0);
     assert_int_equal(a.pass_len, 0);
+    assert_true(a.user_len <= SL_PROXY_AUTH_USER_MAX && strlen(a.user) == a.user_len);
 }
 
 static void test_what_clients_send(void **state)

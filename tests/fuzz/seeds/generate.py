@@ -373,6 +373,17 @@ write("fuzz_config", "inspect-errors", files(
      "leaf_days = 900\n[credentials]\nfile = credentials.txt\n"),
     ("credentials.txt", "a example.net Host {secret}\nb example.org X {secret} {secret}\n"),
 ))
+# [sessions]: the keys only (the harness serves no directory, so dir names
+# one that does not exist and the policy is refused; see fuzz_config.c).
+write("fuzz_config", "sessions", files(
+    ("sluice.ini", "[proxy]\nlisten = 127.0.0.1:3128\n\n[policy]\nallowlist = allowlist.txt\n\n"
+     "[dns]\nserver = 127.0.0.53\n\n[sessions]\ndir = sessions.d\nrequire = no\n"),
+    ("allowlist.txt", "example.org\n"),
+))
+write("fuzz_config", "sessions-errors", files(
+    ("sluice.ini", "[sessions]\nrequire = maybe\nrequire = yes\ndir =\ndir = /nonexistent/sessions.d\n"
+     "flavour = x\n"),
+))
 # ---- JSON documents for the parallel loader (allowlist/lockfiles/jsonload.c) ------------
 # Lockfile-shaped: a top-level object whose big members are split across
 # threads. Strings full of brackets, commas and escapes, duplicate keys
