@@ -22,6 +22,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "notify.h"
+#include "sessions.h"
 #include "stderr.h"
 #include "worker.h"
 
@@ -55,6 +56,14 @@ static void reload_policy(void)
     if (!p) {
         fprintf(stderr, "sluice: reload failed; keeping the old policy\n");
         sl_metrics_reload(false);
+        return;
+    }
+    /* Before the policy is published: its sessions' streams (the same path
+     * is the same stream, so a kept session's chain goes on). */
+    if (!sl_sessions_open_logs(p, sl_report_stderr, "sluice: reload failed: ")) {
+        fprintf(stderr, "sluice: reload failed; keeping the old policy\n");
+        sl_metrics_reload(false);
+        sl_policy_unref(p);
         return;
     }
     sl_policy *old = sl_shared_policy();
@@ -273,6 +282,11 @@ static int run_gate(const sl_options *opts)
     if (!sl_log_open(p->log_path, err, sizeof err)) {
         fprintf(stderr, "sluice: %s\n", err);
         sl_policy_unref(p);
+        return 1;
+    }
+    if (!sl_sessions_open_logs(p, sl_report_stderr, "sluice: ")) {
+        sl_policy_unref(p);
+        sl_log_close();
         return 1;
     }
     if (!sl_dns_global_init(err, sizeof err)) {

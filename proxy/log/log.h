@@ -81,7 +81,10 @@ typedef struct sl_log_stream sl_log_stream;
 
 /* The stream writing to path: an open one (the same path on a reload is
  * the same stream, its chain goes on) with one more reference, or a new
- * one. NULL with err set when the file cannot be opened. Any thread. */
+ * one. NULL with err set when the file cannot be opened, when it is the
+ * gate's own log file, or when it is a FIFO nobody reads (a session's file
+ * is written without blocking, so that it cannot hold up the others). Any
+ * thread, once sl_log_open has run. */
 sl_log_stream *sl_log_stream_get(const char *path, char *err, size_t errcap);
 /* Drops a reference; the last one closes the stream once its lines are
  * written. Any thread. NULL does nothing. */

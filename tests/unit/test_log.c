@@ -1,16 +1,20 @@
 /* The decision log's writer (proxy/log/log.c): tickets, sl_log_written,
  * the stall and backlog checks and a bounded close, on a FIFO this test
- * reads itself (or does not). The tests share one log and run in order:
- * the last one leaves its writer stuck in a write, as a pipe nobody reads
- * would. */
+ * reads itself (or does not); and the streams of their own (sessions):
+ * several at once with the gate's log, each file verifying on its own
+ * (the audit's verifier), failing alone, closing once written, reopened.
+ * The tests share one log and run in order: the last one leaves its
+ * writer stuck in a write, as a pipe nobody reads would. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit_verify.h"
 #include "crypto.h"
 #include "log.h"
 
@@ -67,6 +72,8 @@ static void check_line(const char *line, size_t len)
     assert_non_null(s);
     unsigned long long seq = strtoull(s + 7, NULL, 10);
     assert_int_equal(seq, last_seq + 1);
+    /* A session stream's line never reaches the gate's log. */
+    assert_null(memmem(line, len, "\"to\":\"S", 7));
     const char *cs = memmem(line, len, "\"continues_seq\":", 16);
     if (seq == 1) {
         const char *st = memmem(line, len, "\"stream\":\"", 10);
@@ -188,6 +195,12 @@ static int teardown(void **state)
     unlink(p);
     snprintf(p, sizeof p, "%s/b.log", dir);
     unlink(p);
+    const char *names[] = { "s1.log", "s2.log", "same.log", "put.log", "other.log", "rot1.log", "rot2.log",
+                            "rot1.log.1", "rot2.log.1" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
     rmdir(dir);
     return 0;
 }
@@ -334,6 +347,427 @@ static void test_lines_not_written_move_whole_to_the_next_file(void **state)
     assert_int_equal(read_and_check(), t);
 }
 
+
+/* ---- streams of their own ---- */
+
+static void path_in_dir(char *dst, size_t cap, const char *name)
+{
+    snprintf(dst, cap, "%s/%s", dir, name);
+}
+
+static sl_log_stream *get_stream(const char *path)
+{
+    char err[400];
+    sl_log_stream *s = sl_log_stream_get(path, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "%s\n", err);
+    assert_non_null(s);
+    return s;
+}
+
+/* A body for stream `tag` ("M": the gate's log; "S1", "S2"...: streams). */
+static uint64_t append_in(sl_log_stream *s, const char *tag, int t, int i)
+{
+    char body[200];
+    int n = snprintf(body, sizeof body, "{\"to\":\"%s\",\"t\":%d,\"i\":%d,\"pad\":\"%0*d\"", tag, t, i, 40 + i % 50, 0);
+    return sl_log_line_in(s, body, (size_t)n);
+}
+
+static void wait_written_in(sl_log_stream *s, uint64_t ticket)
+{
+    double until = now_s() + 10;
+    while (!sl_log_written_in(s, ticket)) {
+        assert_true(now_s() < until);
+        read_and_check();   /* the gate's log is the FIFO: keep it flowing */
+        sleep_ms(1);
+    }
+}
+
+/* Feeds a file to v, line by line, as `sluice audit --verify` does; every
+ * line must carry "to":"tag" and a seq one more than the line before
+ * (across files fed to the same *last). Returns the lines. */
+static unsigned long long verify_file(sl_verify *v, const char *path, const char *tag, unsigned long long *last)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char want[32];
+    snprintf(want, sizeof want, "\"to\":\"%s\"", tag);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    unsigned long long lines = 0;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        assert_int_equal(line[n - 1], '\n');
+        line[--n] = '\0';
+        assert_non_null(strstr(line, want));
+        const char *sq = strstr(line, ",\"seq\":");
+        assert_non_null(sq);
+        unsigned long long seq = strtoull(sq + 7, NULL, 10);
+        if (*last != 0 || lines > 0)
+            assert_int_equal(seq, *last + 1);
+        *last = seq;
+        char why[300];
+        if (!sl_verify_line(v, line, (size_t)n, true, why, sizeof why)) {
+            fprintf(stderr, "%s: %s\n", path, why);
+            fail();
+        }
+        lines++;
+    }
+    free(line);
+    fclose(f);
+    return lines;
+}
+
+/* The whole file, from its stream's first line. */
+static void verify_whole_file(const char *path, const char *tag, unsigned long long expect)
+{
+    sl_verify *v = sl_verify_new();
+    unsigned long long last = 0;
+    assert_int_equal(verify_file(v, path, tag, &last), expect);
+    const sl_verify_stream *st;
+    assert_int_equal(sl_verify_streams(v, &st), 1);   /* one stream, its own */
+    assert_true(st[0].from_start);
+    assert_int_equal(st[0].first_seq, 1);
+    assert_int_equal(st[0].last_seq, expect);
+    sl_verify_free(v);
+}
+
+/* Whether this process still has a descriptor open on path. */
+static bool fd_open_on(const char *path)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    struct dirent *e;
+    bool found = false;
+    while ((e = readdir(d)) != NULL) {
+        char link[300], target[300];
+        snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        if (strcmp(target, path) == 0)
+            found = true;
+    }
+    closedir(d);
+    return found;
+}
+
+enum { THREADS = 4, PER_THREAD = 600 };
+
+static sl_log_stream *mix_s1, *mix_s2;
+static uint64_t mix_last[THREADS][3];   /* each thread's last ticket: gate's log, S1, S2 */
+static atomic_int mix_running;
+
+static void *mix_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    for (int i = 0; i < PER_THREAD; i++) {
+        int k = (i + t) % 3;
+        uint64_t ticket = append_in(k == 0 ? NULL : k == 1 ? mix_s1 : mix_s2, k == 0 ? "M" : k == 1 ? "S1" : "S2", t, i);
+        assert_int_not_equal(ticket, 0);
+        mix_last[t][k] = ticket;
+    }
+    atomic_fetch_sub(&mix_running, 1);
+    return NULL;
+}
+
+/* Lines for two streams and the gate's log, from several threads at once:
+ * each file holds its own lines only, seq contiguous from 1, and verifies
+ * on its own; the gate's log goes on as before. */
+static void test_streams_interleaved_from_threads_each_verify_on_their_own(void **state)
+{
+    (void)state;
+    char p1[96], p2[96];
+    path_in_dir(p1, sizeof p1, "s1.log");
+    path_in_dir(p2, sizeof p2, "s2.log");
+    mix_s1 = get_stream(p1);
+    mix_s2 = get_stream(p2);
+    assert_ptr_not_equal(mix_s1, mix_s2);
+    unsigned long long gate_before = last_seq;
+    pthread_t th[THREADS];
+    atomic_store(&mix_running, THREADS);
+    for (int t = 0; t < THREADS; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, mix_thread, (void *)(intptr_t)t), 0);
+    while (atomic_load(&mix_running) > 0) {
+        read_and_check();
+        sleep_ms(1);
+    }
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    uint64_t max[3] = { 0, 0, 0 };
+    for (int t = 0; t < THREADS; t++)
+        for (int k = 0; k < 3; k++)
+            if (mix_last[t][k] > max[k])
+                max[k] = mix_last[t][k];
+    unsigned long long per_stream = (unsigned long long)THREADS * PER_THREAD / 3;
+    assert_int_equal(max[1], per_stream);   /* tickets count a stream's own lines */
+    assert_int_equal(max[2], per_stream);
+    wait_written_in(NULL, max[0]);
+    wait_written_in(mix_s1, max[1]);
+    wait_written_in(mix_s2, max[2]);
+    while (read_and_check() < max[0])
+        sleep_ms(1);
+    assert_int_equal(last_seq - gate_before, per_stream);   /* the gate's log got its own, chained on */
+    verify_whole_file(p1, "S1", per_stream);
+    verify_whole_file(p2, "S2", per_stream);
+    assert_false(sl_log_failing(NULL, 0));
+    assert_false(sl_log_failing_in(mix_s1, NULL, 0));
+    sl_log_stream_put(mix_s1);
+    sl_log_stream_put(mix_s2);
+}
+
+static void test_the_same_path_is_one_stream(void **state)
+{
+    (void)state;
+    char p[96];
+    path_in_dir(p, sizeof p, "same.log");
+    sl_log_stream *a = get_stream(p);
+    sl_log_stream *b = get_stream(p);
+    assert_ptr_equal(a, b);
+    uint64_t t1 = append_in(a, "S3", 0, 1);
+    uint64_t t2 = append_in(b, "S3", 0, 2);
+    assert_int_equal(t2, t1 + 1);   /* one seq between them */
+    wait_written_in(a, t2);
+    sl_log_stream_put(a);
+    /* One reference left: still open, still the same stream. */
+    uint64_t t3 = append_in(b, "S3", 0, 3);
+    wait_written_in(b, t3);
+    sleep_ms(250);   /* a writer that closed it at the first put would have by now */
+    assert_true(fd_open_on(p));
+    verify_whole_file(p, "S3", 3);
+    sl_log_stream_put(b);
+}
+
+/* A FIFO nobody reads is refused at once: the one writer must never
+ * block on a session's file. */
+static void test_a_stream_on_a_fifo_without_reader_is_refused(void **state)
+{
+    (void)state;
+    char p[96], err[400];
+    path_in_dir(p, sizeof p, "nobody.fifo");
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_null(sl_log_stream_get(p, err, sizeof err));
+    assert_non_null(strstr(err, p));
+    assert_non_null(strstr(err, "cannot open log"));
+    unlink(p);
+    /* The gate's own file is not a stream of a session's. */
+    assert_null(sl_log_stream_get(fifo, err, sizeof err));
+    assert_non_null(strstr(err, "gate's own log"));
+}
+
+/* The last put: its lines are written first, then the file is closed. */
+static void test_the_last_put_writes_its_lines_then_closes(void **state)
+{
+    (void)state;
+    char p[96];
+    path_in_dir(p, sizeof p, "put.log");
+    sl_log_stream *s = get_stream(p);
+    for (int i = 0; i < 300; i++)
+        assert_int_not_equal(append_in(s, "S4", 0, i), 0);
+    sl_log_stream_put(s);   /* at once: nothing was written yet (it gathers) */
+    double until = now_s() + 5;
+    while (fd_open_on(p)) {
+        assert_true(now_s() < until);
+        read_and_check();
+        sleep_ms(5);
+    }
+    verify_whole_file(p, "S4", 300);
+}
+
+/* A stream whose file is deleted fails alone (the gate's log and other
+ * streams go on), its lines wait, and once the file can be created again
+ * they are written there, continuing the chain. */
+static void test_a_deleted_stream_fails_alone_and_recovers(void **state)
+{
+    (void)state;
+    char sub[96], p[128], q[96];
+    path_in_dir(sub, sizeof sub, "sub");
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(p, sizeof p, "%s/del.log", sub);
+    path_in_dir(q, sizeof q, "other.log");
+    sl_log_stream *s = get_stream(p);
+    sl_log_stream *other = get_stream(q);
+    uint64_t t = append_in(s, "S5", 0, 1);
+    wait_written_in(s, t);
+    sleep_ms(250);   /* checked since its write: idle now, found by the turn over idle streams */
+
+    /* Deleted, and it cannot be created again (its directory is gone). */
+    assert_int_equal(unlink(p), 0);
+    assert_int_equal(rmdir(sub), 0);
+    double until = now_s() + 5;
+    while (!sl_log_failing_in(s, NULL, 0)) {
+        assert_true(now_s() < until);
+        read_and_check();
+        sleep_ms(5);
+    }
+    char why[300];
+    assert_true(sl_log_failing_in(s, why, sizeof why));
+    assert_non_null(strstr(why, "was deleted"));
+    assert_false(sl_log_failing(NULL, 0));
+    assert_false(sl_log_failing_in(other, NULL, 0));
+    t = append_in(s, "S5", 0, 2);
+    uint64_t g = append(7, 100);
+    uint64_t o = append_in(other, "S6", 0, 1);
+    wait_written(g, true);        /* the gate's log is written */
+    wait_written_in(other, o);    /* and the other stream */
+    sleep_ms(300);
+    assert_false(sl_log_written_in(s, t));   /* its line waits */
+    assert_true(sl_log_failing_in(s, NULL, 0));
+    assert_false(sl_log_failing(NULL, 0));
+
+    /* The directory is back: the file is created again, the line written. */
+    assert_int_equal(mkdir(sub, 0700), 0);
+    wait_written_in(s, t);
+    until = now_s() + 5;
+    while (sl_log_failing_in(s, NULL, 0)) {
+        assert_true(now_s() < until);
+        sleep_ms(5);
+    }
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    char line[1000];
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_non_null(strstr(line, "\"continues_seq\":1,"));
+    assert_non_null(strstr(line, "\"seq\":2,"));
+    sl_verify *v = sl_verify_new();
+    unsigned long long last = 1;
+    assert_int_equal(verify_file(v, p, "S5", &last), 1);
+    sl_verify_free(v);
+    sl_log_stream_put(s);
+    sl_log_stream_put(other);
+    double until2 = now_s() + 5;
+    while (fd_open_on(p)) {
+        assert_true(now_s() < until2);
+        sleep_ms(5);
+    }
+    unlink(p);
+    rmdir(sub);
+}
+
+/* A session's FIFO whose reader stops reading: that stream fails (a write
+ * blocked for a second), the gate's log is still written meanwhile (the
+ * writer never blocks in a session's write), and once read, it recovers. */
+static void test_a_stalled_stream_fails_alone(void **state)
+{
+    (void)state;
+    char p[96];
+    path_in_dir(p, sizeof p, "slow.fifo");
+    assert_int_equal(mkfifo(p, 0600), 0);
+    int r = open(p, O_RDONLY | O_NONBLOCK);
+    assert_true(r >= 0);
+    fcntl(r, F_SETPIPE_SZ, 4096);
+    sl_log_stream *s = get_stream(p);
+    uint64_t t = 0;
+    for (int i = 0; i < 100; i++)
+        t = append_in(s, "S7", 0, i);
+    assert_false(sl_log_written_in(s, t));   /* and wanted now */
+    double t0 = now_s();
+    uint64_t g = 0;
+    while (now_s() - t0 < 1.3) {
+        g = append(8, 100);
+        wait_written(g, true);   /* the gate's log keeps being written */
+        sl_log_tick();
+        sleep_ms(20);
+    }
+    char why[300];
+    assert_true(sl_log_failing_in(s, why, sizeof why));
+    assert_non_null(strstr(why, "a write has been blocked for 1000 ms"));
+    assert_false(sl_log_failing(NULL, 0));
+    assert_false(sl_log_written_in(s, t));
+
+    /* Read it all: every line comes, chained, and the stream recovers. */
+    sl_verify *v = sl_verify_new();
+    char *buf = malloc(1 << 20);
+    assert_non_null(buf);
+    size_t len = 0;
+    double until = now_s() + 10;
+    while (!sl_log_written_in(s, t) || sl_log_failing_in(s, NULL, 0)) {
+        assert_true(now_s() < until);
+        ssize_t n = read(r, buf + len, (1 << 20) - len);
+        if (n > 0)
+            len += (size_t)n;
+        sleep_ms(1);
+    }
+    ssize_t n;
+    while ((n = read(r, buf + len, (1 << 20) - len)) > 0)
+        len += (size_t)n;
+    unsigned long long lines = 0;
+    for (char *l = buf, *nl; (nl = memchr(l, '\n', (size_t)(buf + len - l))) != NULL; l = nl + 1) {
+        char why2[300];
+        assert_true(sl_verify_line(v, l, (size_t)(nl - l), true, why2, sizeof why2));
+        lines++;
+    }
+    assert_int_equal(lines, 100);
+    sl_verify_free(v);
+    free(buf);
+    close(r);   /* every line is read: the writer has nothing more for it */
+    sl_log_stream_put(s);
+    until = now_s() + 5;
+    while (fd_open_on(p)) {
+        assert_true(now_s() < until);
+        sleep_ms(5);
+    }
+    unlink(p);
+}
+
+/* SIGUSR1 after logrotate renamed the files: every stream opens its path
+ * again, and its new file's first line continues the old file's chain. */
+static void test_reopen_continues_every_chain(void **state)
+{
+    (void)state;
+    char p1[96], p2[96], o1[100], o2[100];
+    path_in_dir(p1, sizeof p1, "rot1.log");
+    path_in_dir(p2, sizeof p2, "rot2.log");
+    snprintf(o1, sizeof o1, "%s.1", p1);
+    snprintf(o2, sizeof o2, "%s.1", p2);
+    sl_log_stream *a = get_stream(p1);
+    sl_log_stream *b = get_stream(p2);
+    uint64_t ta = 0, tb = 0;
+    for (int i = 0; i < 5; i++) {
+        ta = append_in(a, "S8", 0, i);
+        tb = append_in(b, "S9", 0, i);
+    }
+    wait_written_in(a, ta);
+    wait_written_in(b, tb);
+    assert_int_equal(rename(p1, o1), 0);
+    assert_int_equal(rename(p2, o2), 0);
+    int before = continued;
+    char err[300];
+    assert_true(sl_log_reopen(fifo, err, sizeof err));
+    for (int i = 5; i < 8; i++) {
+        ta = append_in(a, "S8", 0, i);
+        tb = append_in(b, "S9", 0, i);
+    }
+    uint64_t g = append(9, 100);
+    wait_written_in(a, ta);
+    wait_written_in(b, tb);
+    wait_written(g, true);
+    while (read_and_check() < g)
+        sleep_ms(1);
+    assert_int_equal(continued, before + 1);   /* the gate's log continued too */
+    const char *paths[2][2] = { { o1, p1 }, { o2, p2 } };
+    const char *tags[2] = { "S8", "S9" };
+    for (int k = 0; k < 2; k++) {
+        sl_verify *v = sl_verify_new();
+        unsigned long long last = 0;
+        assert_int_equal(verify_file(v, paths[k][0], tags[k], &last), 5);
+        assert_int_equal(verify_file(v, paths[k][1], tags[k], &last), 3);   /* continues: seq 6.. */
+        const sl_verify_stream *st;
+        assert_int_equal(sl_verify_streams(v, &st), 1);
+        assert_int_equal(st[0].last_seq, 8);
+        sl_verify_free(v);
+        FILE *f = fopen(paths[k][1], "r");
+        char line[1000];
+        assert_non_null(fgets(line, sizeof line, f));
+        fclose(f);
+        assert_non_null(strstr(line, "\"continues_seq\":5,"));
+    }
+    sl_log_stream_put(a);
+    sl_log_stream_put(b);
+}
+
 static void test_close_waits_at_most_three_seconds_for_a_stuck_write(void **state)
 {
     (void)state;
@@ -377,6 +811,13 @@ int main(void)
         cmocka_unit_test(test_tickets_count_lines_and_are_written_in_order),
         cmocka_unit_test(test_a_blocked_write_fails_the_log_and_loses_nothing),
         cmocka_unit_test(test_lines_not_written_move_whole_to_the_next_file),
+        cmocka_unit_test(test_streams_interleaved_from_threads_each_verify_on_their_own),
+        cmocka_unit_test(test_the_same_path_is_one_stream),
+        cmocka_unit_test(test_a_stream_on_a_fifo_without_reader_is_refused),
+        cmocka_unit_test(test_the_last_put_writes_its_lines_then_closes),
+        cmocka_unit_test(test_a_deleted_stream_fails_alone_and_recovers),
+        cmocka_unit_test(test_a_stalled_stream_fails_alone),
+        cmocka_unit_test(test_reopen_continues_every_chain),
         cmocka_unit_test(test_close_waits_at_most_three_seconds_for_a_stuck_write),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
