@@ -5,7 +5,12 @@
 #                     bench/results/latest.json
 #   make bench-smoke  about a second per mode; `make test` runs it so the
 #                     harness cannot rot. Fails if a probe fails or a mode
-#                     measures nothing; never asserts on speed.
+#                     measures nothing; never asserts on speed. It includes
+#                     the sessions pair with 100 sessions, at one C.
+#   make bench-sessions  issue 13's pair alone (about 6 minutes): the gate
+#                     with 10,000 sessions against the same gate without
+#                     [sessions], 3 rounds; raw results to
+#                     bench/results/sessions.json
 #
 # Both need root: bench/run.sh runs everything in a network namespace of its
 # own (unshare --net), on loopback only.
@@ -22,7 +27,7 @@ BENCH_BIN      := build/bench/loadgen build/bench/origin build/bench/floor build
 # the load generator and the origin speak TLS through OpenSSL.
 BENCH_DEB_PKGS := squid-openssl tinyproxy libssl-dev
 
-.PHONY: bench bench-smoke bench-deps bench-bin
+.PHONY: bench bench-smoke bench-sessions bench-deps bench-bin
 
 build/bench/%: bench/%.c bench/addr.h
 	@mkdir -p $(dir $@)
@@ -67,3 +72,6 @@ bench: deps bench-deps
 
 bench-smoke: bench-deps build/sluice $(BENCH_BIN)
 	bench/run.sh --smoke -q
+
+bench-sessions: build/sluice $(BENCH_BIN)
+	bench/run.sh --only sluice-anon --only sluice-sessions --rounds 3 --json bench/results/sessions.json

@@ -6,6 +6,7 @@
  *           [--bytes N] [--bulk-name NAME] [-n N] [--steps A,B,...] [--hold SECONDS]
  *           [--timeout-ms MS] [--cpu-pid PID]...
  *           [--tls --ca PEM [--sni NAME]]
+ *           [--proxy-auth NAME:TOKEN | --proxy-auth-file FILE]
  *
  * MODE
  *   tunnel  C clients, each in a loop: connect, CONNECT HOST:PORT, one small
@@ -47,6 +48,15 @@
  *           the --target address, which must then be an IP literal).
  * --cpu-pid PID  utime/stime of PID (all threads) are read from /proc at the
  *           start and the end of the measured window; reported per PID.
+ * --proxy-auth NAME:TOKEN  sends "Proxy-Authorization: Basic
+ *           base64(NAME:TOKEN)" to the proxy: in the CONNECT (tunnel, bulk,
+ *           idle, and every --tls mode) and in every plain-HTTP request
+ *           (http), never inside a tunnel, where the origin would get it.
+ * --proxy-auth-file FILE  one NAME:TOKEN a line (blank lines skipped); the
+ *           i-th connection opened uses line i mod n, so tunnels spread over
+ *           every session and keep-alive connections over the first C. Every
+ *           request is built before the run: the header costs nothing per
+ *           request here.
  *
  * The measured window starts after --warmup seconds and lasts -d seconds.
  * Prints one JSON object on standard output. Exit status: 0 if at least one
@@ -77,9 +87,15 @@
 #include "addr.h"
 #include "benchtls.h"
 
+#include <openssl/evp.h>
+
 #define IN_CAP   8192
 #define SCRATCH  (1u << 20)
 #define MAX_PIDS 16
+/* --proxy-auth-file: a line (NAME:TOKEN) and the whole file's lines; a
+ * session name is at most 64 bytes and the gate takes tokens of up to 256 */
+#define AUTH_LINE_MAX  1024
+#define AUTH_LINES_MAX 1000000
 
 enum mode { M_TUNNEL, M_HTTP, M_BULK, M_IDLE };
 
@@ -103,8 +119,16 @@ static const char *err_names[E_N] = {
     "connect", "proxy_status", "http_status", "eof", "timeout", "protocol", "io", "tls"
 };
 
+/* The bytes one connection sends: the CONNECT and the request, each with
+ * the connection's Proxy-Authorization where it goes. */
+struct reqset {
+    char *connect, *work;
+    size_t connect_len, work_len;
+};
+
 struct conn {
     int fd;
+    const struct reqset *rs;   /* set when the socket opens */
     enum state state;
     bool in_op;            /* an operation is assigned */
     bool reused;           /* http: this connection already served a request */
@@ -141,9 +165,11 @@ static bool use_tls;
 static const char *tls_ca, *tls_sni;
 static SSL_CTX *tls_ctx;
 
-/* ---- prebuilt requests ---- */
-static char *req_connect, *req_work;
-static size_t req_connect_len, req_work_len;
+/* ---- prebuilt requests: one set, or one per --proxy-auth-file line ---- */
+static struct reqset *reqs;
+static size_t n_reqs;
+static uint64_t conns_opened;       /* the i of "connection i uses line i mod n" */
+static const char *auth_one, *auth_file;
 
 /* ---- state ---- */
 static int ep;
@@ -192,7 +218,8 @@ static void usage(const char *why)
             "               [-c N] [-d SECONDS] [--warmup SECONDS] [--rate R] [--bytes N] [--bulk-name NAME]\n"
             "               [-n N]\n"
             "               [--steps A,B,...] [--hold SECONDS] [--timeout-ms MS] [--cpu-pid PID]...\n"
-            "               [--tls --ca PEM [--sni NAME]]\n");
+            "               [--tls --ca PEM [--sni NAME]]\n"
+            "               [--proxy-auth NAME:TOKEN | --proxy-auth-file FILE]\n");
     exit(2);
 }
 
@@ -331,6 +358,7 @@ static bool conn_open(struct conn *c)
         return false;
     }
     c->fd = fd;
+    c->rs = &reqs[conns_opened++ % n_reqs];
     c->state = S_CONNECTING;
     c->in_len = 0;
     c->reused = false;
@@ -374,14 +402,14 @@ static void set_send(struct conn *c, enum state st, const char *buf, size_t len)
 static void start_work_request(struct conn *c)
 {
     c->in_len = 0;
-    set_send(c, S_SEND_REQ, req_work, req_work_len);
+    set_send(c, S_SEND_REQ, c->rs->work, c->rs->work_len);
 }
 
 /* After the TCP connection is up: CONNECT (via a proxy) or the request. */
 static void after_connect(struct conn *c)
 {
     if (via_proxy && (mode != M_HTTP || use_tls)) {
-        set_send(c, S_SEND_CONNECT, req_connect, req_connect_len);
+        set_send(c, S_SEND_CONNECT, c->rs->connect, c->rs->connect_len);
     } else if (use_tls) {
         if (!tls_begin(c))
             c->state = S_FREE;   /* drive() fails it */
@@ -933,6 +961,104 @@ static int cmp_u32(const void *a, const void *b)
 
 static void on_signal(int sig) { (void)sig; got_signal = 1; }
 
+/* A NAME:TOKEN as Basic wants it: a name, then a colon (the user-id of
+ * RFC 7617 has none), then the token; printable ASCII without spaces. */
+static bool cred_ok(const char *cred, size_t len)
+{
+    const char *colon = memchr(cred, ':', len);
+    if (!colon || colon == cred || (size_t)(colon - cred) + 1 == len)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (cred[i] <= ' ' || cred[i] > '~')
+            return false;
+    return true;
+}
+
+/* The requests one connection sends; cred (NULL: none) goes into the
+ * CONNECT, and into the request when that goes to the proxy itself (plain
+ * HTTP), never into one sent through a tunnel. */
+static void build_reqset(struct reqset *rs, const char *cred, size_t cred_len)
+{
+    /* the header's name, the base64 of at most AUTH_LINE_MAX bytes, CRLF, NUL */
+    char auth[32 + 4 * ((AUTH_LINE_MAX + 2) / 3) + 1] = "";
+    if (cred) {
+        if (cred_len > AUTH_LINE_MAX)
+            abort();   /* both callers bound it */
+        static const char pre[] = "Proxy-Authorization: Basic ";
+        memcpy(auth, pre, sizeof pre - 1);
+        int n = EVP_EncodeBlock((unsigned char *)auth + sizeof pre - 1, (const unsigned char *)cred, (int)cred_len);
+        memcpy(auth + sizeof pre - 1 + n, "\r\n", 3);
+    }
+    bool work_to_proxy = mode == M_HTTP && via_proxy && !use_tls;
+    int n = asprintf(&rs->connect, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n%s\r\n",
+                     target, target, auth);
+    int m;
+    if (mode == M_BULK)
+        m = asprintf(&rs->work, "GET /bulk/%" PRIu64 "%s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n",
+                     bulk_bytes, bulk_name ? "/" : "", bulk_name ? bulk_name : "", target);
+    else if (work_to_proxy)
+        m = asprintf(&rs->work, "GET http://%s/small HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n%s\r\n",
+                     target, target, auth);
+    else
+        m = asprintf(&rs->work, "GET /small HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target);
+    if (n < 0 || m < 0) {
+        fprintf(stderr, "loadgen: out of memory\n");
+        exit(1);
+    }
+    rs->connect_len = (size_t)n;
+    rs->work_len = (size_t)m;
+}
+
+/* --proxy-auth-file: one request set per line. Exits 2 on a bad file. */
+static void load_auth_file(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        fprintf(stderr, "loadgen: %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    size_t cap = 0;
+    char line[AUTH_LINE_MAX + 2];
+    unsigned long lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        bool ended = len && line[len - 1] == '\n';
+        if (!ended && !feof(f)) {
+            fprintf(stderr, "loadgen: %s:%lu: longer than %d bytes\n", path, lineno, AUTH_LINE_MAX);
+            exit(2);
+        }
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (len == 0)
+            continue;
+        if (len > AUTH_LINE_MAX || !cred_ok(line, len)) {
+            fprintf(stderr, "loadgen: %s:%lu: not NAME:TOKEN\n", path, lineno);
+            exit(2);
+        }
+        if (n_reqs == AUTH_LINES_MAX) {
+            fprintf(stderr, "loadgen: %s: more than %d lines\n", path, AUTH_LINES_MAX);
+            exit(2);
+        }
+        if (n_reqs == cap) {
+            cap = cap ? cap * 2 : 1024;
+            struct reqset *nr = realloc(reqs, cap * sizeof *nr);
+            if (!nr) {
+                fprintf(stderr, "loadgen: out of memory\n");
+                exit(1);
+            }
+            reqs = nr;
+        }
+        build_reqset(&reqs[n_reqs++], line, len);
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (err || n_reqs == 0) {
+        fprintf(stderr, "loadgen: %s: %s\n", path, err ? "read error" : "no NAME:TOKEN line");
+        exit(2);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -967,6 +1093,8 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--tls") == 0) use_tls = true;
         else if (strcmp(a, "--ca") == 0) { NEED(); tls_ca = v; }
         else if (strcmp(a, "--sni") == 0) { NEED(); tls_sni = v; }
+        else if (strcmp(a, "--proxy-auth") == 0) { NEED(); auth_one = v; }
+        else if (strcmp(a, "--proxy-auth-file") == 0) { NEED(); auth_file = v; }
         else if (strcmp(a, "--cpu-pid") == 0) {
             NEED();
             if (n_cpu_pids == MAX_PIDS)
@@ -1033,18 +1161,23 @@ int main(int argc, char **argv)
     clk_tck = sysconf(_SC_CLK_TCK);
 
     /* requests */
-    req_connect_len = (size_t)asprintf(&req_connect,
-        "CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target, target);
-    if (mode == M_BULK)
-        req_work_len = (size_t)asprintf(&req_work,
-            "GET /bulk/%" PRIu64 "%s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", bulk_bytes,
-            bulk_name ? "/" : "", bulk_name ? bulk_name : "", target);
-    else if (mode == M_HTTP && via_proxy && !use_tls)
-        req_work_len = (size_t)asprintf(&req_work,
-            "GET http://%s/small HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target, target);
-    else
-        req_work_len = (size_t)asprintf(&req_work,
-            "GET /small HTTP/1.1\r\nHost: %s\r\nUser-Agent: sluice-bench\r\n\r\n", target);
+    if (auth_one && auth_file)
+        usage("--proxy-auth and --proxy-auth-file exclude each other");
+    if ((auth_one || auth_file) && !via_proxy)
+        usage("--proxy-auth and --proxy-auth-file need --proxy (the origin must not get a proxy's credentials)");
+    if (auth_one && (strlen(auth_one) > AUTH_LINE_MAX || !cred_ok(auth_one, strlen(auth_one))))
+        usage("--proxy-auth wants NAME:TOKEN");
+    if (auth_file) {
+        load_auth_file(auth_file);
+    } else {
+        reqs = calloc(1, sizeof *reqs);
+        if (!reqs) {
+            fprintf(stderr, "loadgen: out of memory\n");
+            return 1;
+        }
+        n_reqs = 1;
+        build_reqset(&reqs[0], auth_one, auth_one ? strlen(auth_one) : 0);
+    }
 
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

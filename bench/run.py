@@ -84,10 +84,13 @@ PIN_PROBE_BYTES = 4096
 PROFILES = {
     "full": dict(duration=10.0, warmup=1.0, conc=(50, 200), rate=500, bulk=1 << 30,
                  bulk_limit=90.0, idle_n=10000, idle_first=1000, idle_limit=300.0,
-                 timeout_ms=10000, rounds=2, bulk_reps=3, ibulk=1 << 30, pbulk=1 << 30),
+                 timeout_ms=10000, rounds=2, bulk_reps=3, ibulk=1 << 30, pbulk=1 << 30,
+                 sessions=10000, sess_conc=(50, 200), reloads=5),
+    # the sessions pair at one C only: it must not slow bench-smoke
     "smoke": dict(duration=1.0, warmup=0.2, conc=(4, 16), rate=200, bulk=16 << 20,
                   bulk_limit=15.0, idle_n=200, idle_first=100, idle_limit=15.0,
-                  timeout_ms=5000, rounds=1, bulk_reps=1, ibulk=16 << 20, pbulk=16 << 20),
+                  timeout_ms=5000, rounds=1, bulk_reps=1, ibulk=16 << 20, pbulk=16 << 20,
+                  sessions=100, sess_conc=(16,), reloads=2),
 }
 
 LOG_POLICY = {
@@ -100,6 +103,9 @@ LOG_POLICY = {
     "squid-bump": "as squid (one write(2) per access-log line); a bumped tunnel logs its CONNECT and each request "
                   "inside",
     "sluice-inspect": "as sluice; a `decision` line per CONNECT and a `request` line per request inside",
+    "sluice-anon": "the same as sluice",
+    "sluice-sessions": "the same as sluice (sessions without `log`: every line in the gate's log, with "
+                       "`\"session\"`)",
 }
 
 verbose = True
@@ -419,8 +425,14 @@ def origin_stats():
     return json.loads(body)
 
 
-def probe(proxy_addr, tunnel_target, http_target, decoy_tunnel, decoy_http):
-    """The allow/deny probe. Returns (ok, [checks])."""
+def basic(cred):
+    """A Proxy-Authorization header line for NAME:TOKEN."""
+    return f"Proxy-Authorization: Basic {base64.b64encode(cred.encode()).decode()}\r\n"
+
+
+def probe(proxy_addr, tunnel_target, http_target, decoy_tunnel, decoy_http, auth=""):
+    """The allow/deny probe. Returns (ok, [checks]). auth: a header line
+    for every request to the proxy itself (never inside the tunnel)."""
     checks = []
 
     def check(name, ok, detail):
@@ -431,8 +443,8 @@ def probe(proxy_addr, tunnel_target, http_target, decoy_tunnel, decoy_http):
     small = b"x" * SMALL_BYTES
     # 1. CONNECT to the origin, a request through the tunnel
     try:
-        st, line, _, _, s = exchange(proxy_addr, f"CONNECT {tunnel_target} HTTP/1.1\r\nHost: {tunnel_target}\r\n\r\n".encode(),
-                                     want_body=False)
+        st, line, _, _, s = exchange(proxy_addr, f"CONNECT {tunnel_target} HTTP/1.1\r\nHost: {tunnel_target}\r\n{auth}\r\n"
+                                     .encode(), want_body=False)
         ok = st == 200
         detail = line
         if ok:
@@ -447,22 +459,24 @@ def probe(proxy_addr, tunnel_target, http_target, decoy_tunnel, decoy_http):
         check("CONNECT origin passes", False, repr(e))
     # 2. absolute-form GET to the origin
     try:
-        st, line, _, body, s = exchange(proxy_addr, f"GET http://{http_target}/small HTTP/1.1\r\nHost: {http_target}\r\n\r\n".encode())
+        st, line, _, body, s = exchange(proxy_addr, f"GET http://{http_target}/small HTTP/1.1\r\nHost: {http_target}\r\n{auth}\r\n"
+                                        .encode())
         s.close()
         check("GET origin passes", st == 200 and body == small, line)
     except (OSError, ValueError) as e:
         check("GET origin passes", False, repr(e))
     # 3. CONNECT to the decoy port
     try:
-        st, line, hdrs, _, s = exchange(proxy_addr, f"CONNECT {decoy_tunnel} HTTP/1.1\r\nHost: {decoy_tunnel}\r\n\r\n".encode(),
-                                        want_body=False)
+        st, line, hdrs, _, s = exchange(proxy_addr, f"CONNECT {decoy_tunnel} HTTP/1.1\r\nHost: {decoy_tunnel}\r\n{auth}\r\n"
+                                        .encode(), want_body=False)
         s.close()
         check("CONNECT decoy refused", st != 200, line + (f" ({hdrs.get('sluice-decision')})" if hdrs.get("sluice-decision") else ""))
     except (OSError, ValueError) as e:
         check("CONNECT decoy refused", True, f"connection failed: {e!r}")
     # 4. absolute-form GET to the decoy port
     try:
-        st, line, hdrs, body, s = exchange(proxy_addr, f"GET http://{decoy_http}/small HTTP/1.1\r\nHost: {decoy_http}\r\n\r\n".encode())
+        st, line, hdrs, body, s = exchange(proxy_addr, f"GET http://{decoy_http}/small HTTP/1.1\r\nHost: {decoy_http}\r\n{auth}\r\n"
+                                           .encode())
         s.close()
         check("GET decoy refused", not (200 <= st < 300) and b"DECOY" not in body,
               line + (f" ({hdrs.get('sluice-decision')})" if hdrs.get("sluice-decision") else ""))
@@ -1076,6 +1090,136 @@ path = decisions.jsonl
         wait_port("127.0.0.1", self.port, self.proc)
 
 
+class SluiceSessions(Sluice):
+    """Issue 13's pair: the gate with `[sessions] dir` holding n session
+    files, every request authenticated (sluice-sessions), and the same
+    config without `[sessions]` (sluice-anon: one session, no
+    authentication). Each session has an allowlist of 1-3 entries of its
+    own; the origin is on the global list, so every session reaches it and
+    the figures compare like with like. Session 0's list also holds the
+    decoy port, which the probe uses to show the session lists are read
+    (session 0 reaches it, session 1 is refused)."""
+
+    def __init__(self, name, port, n_sessions):
+        super().__init__(name, port, False)
+        self.families = ("sess",)
+        self.n_sessions = n_sessions     # None: no [sessions] at all
+        self.creds = []                  # NAME:TOKEN, session i at index i
+        self.creds_path = None
+        self.loadgen_extra = []
+        self.check_s = None
+
+    def write_sessions(self, d):
+        sd = os.path.join(d, "sessions.d")
+        os.makedirs(sd, exist_ok=True)
+        self.creds = []
+        for i in range(self.n_sessions):
+            name = f"bench-{i:05d}"
+            token = os.urandom(16).hex()   # as `sluice session new` makes them
+            self.creds.append(f"{name}:{token}")
+            own = [f"api.s{i}.sessions.bench.example:443", f"*.pkg{i}.sessions.bench.example",
+                   f".mirror{i}.sessions.bench.example:8443"][:1 + i % 3]
+            if i == 0:
+                own.insert(0, f"{ORIGIN_IP}:{DECOY_PORT}")
+            with open(os.path.join(sd, f"{name}.allow"), "w") as f:
+                f.write("\n".join(own) + "\n")
+            with open(os.path.join(sd, f"{name}.ini"), "w") as f:
+                f.write(f"[session]\ntoken_sha256 = {hashlib.sha256(token.encode()).hexdigest()}\n"
+                        f"allowlist = {name}.allow\n")
+        self.creds_path = os.path.join(d, "credentials.txt")
+        with open(self.creds_path, "w") as f:
+            f.write("\n".join(self.creds) + "\n")
+        os.chmod(self.creds_path, 0o600)
+        self.loadgen_extra = ["--proxy-auth-file", self.creds_path]
+
+    def start(self, workdir):
+        d = os.path.join(workdir, self.name)
+        os.makedirs(d, exist_ok=True)
+        sessions = ""
+        if self.n_sessions is not None:
+            say(f"  {self.n_sessions:,} session files")
+            self.write_sessions(d)
+            sessions = "\n[sessions]\ndir = sessions.d\nrequire = yes\n"
+            self.notes.append(f"`[sessions] dir` with {self.n_sessions:,} session files (`require = yes`), each "
+                              "with a random 32-hex-digit token stored as its `token_sha256` and an allowlist of "
+                              "1-3 entries of its own (exact, `*.` and `.` names, none of them the origin's); "
+                              "the load generator sends `Proxy-Authorization: Basic` on every CONNECT and every "
+                              "plain-HTTP request, the i-th connection as session i mod "
+                              f"{self.n_sessions:,}")
+        else:
+            self.notes.append("the same config as sluice-sessions without `[sessions]`: every client anonymous, "
+                              "no credentials sent")
+        self.notes.append(f"global allowlist: `allow = {ORIGIN_IP}:{ORIGIN_PORT}`; allow_cidr = {ORIGIN_IP}/32")
+        conf = os.path.join(d, "sluice.ini")
+        with open(conf, "w") as f:
+            f.write(f"""; written by bench/run.py
+[proxy]
+listen = 127.0.0.1:{self.port}
+workers = 0
+max_clients = 30000
+shutdown_grace_ms = 1000
+
+[policy]
+allow = {ORIGIN_IP}:{ORIGIN_PORT}
+allow_cidr = {ORIGIN_IP}/32
+
+[dns]
+server = {DNS_IP}:53
+
+[log]
+path = decisions.jsonl
+{sessions}""")
+        self.log_path = os.path.join(d, "decisions.jsonl")
+        t0 = time.monotonic()
+        r = subprocess.run([SLUICE, "check", "-c", conf], capture_output=True, text=True, timeout=120)
+        self.check_s = time.monotonic() - t0
+        if r.returncode != 0:
+            said = "; ".join(r.stderr.strip().splitlines()[:5])[-600:]
+            raise RuntimeError(f"sluice check failed ({r.returncode}): {said}"
+                               + ("; the sluice-sessions column needs sluice with sessions (issue 13)"
+                                  if self.n_sessions is not None else ""))
+        self.proc = Proc(self.name, [SLUICE, "run", "-c", conf], workdir)
+        wait_port("127.0.0.1", self.port, self.proc)
+
+    def probe_self(self):
+        """The plain probe (with session 1's credentials where there are
+        sessions); then that the gate asks for credentials, refuses a wrong
+        token, and keeps one session's own entry from another."""
+        if self.n_sessions is None:
+            return probe(self.proxy_addr, self.tunnel_target, self.http_target, self.decoy_tunnel, self.decoy_http)
+        other = self.creds[1 % len(self.creds)]
+        ok, checks = probe(self.proxy_addr, self.tunnel_target, self.http_target, self.decoy_tunnel,
+                           self.decoy_http, auth=basic(other))
+
+        def check(name, good, detail):
+            checks.append({"check": name, "ok": bool(good), "detail": detail})
+            return good
+
+        def connect(target, auth):
+            st, line, hdrs, _, s = exchange(self.proxy_addr, f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"
+                                            f"{auth}\r\n".encode(), want_body=False)
+            s.close()
+            return st, line, hdrs
+
+        try:
+            st, line, hdrs = connect(self.tunnel_target, "")
+            pa = hdrs.get("proxy-authenticate", "")
+            check("CONNECT without credentials: 407 asking for Basic", st == 407 and pa.startswith("Basic")
+                  and 'realm="sluice"' in pa, f"{line}; Proxy-Authenticate: {pa or '(none)'}")
+            name = other.split(":", 1)[0]
+            st, line, _ = connect(self.tunnel_target, basic(f"{name}:{os.urandom(16).hex()}"))
+            check("CONNECT with a wrong token: 407", st == 407, line)
+            before = origin_stats()["decoy_accepts"]
+            st, line, _ = connect(self.decoy_tunnel, basic(self.creds[0]))
+            time.sleep(0.2)
+            after = origin_stats()["decoy_accepts"]
+            check("session 0 reaches the entry only its own allowlist has (the decoy port)",
+                  st == 200 and after == before + 1, f"{line}; decoy accepts {before} -> {after}")
+        except (OSError, ValueError) as e:
+            check("credentials probe", False, repr(e))
+        return all(c["ok"] for c in checks), checks
+
+
 # --------------------------------------------------------------------------
 # measurements
 # --------------------------------------------------------------------------
@@ -1210,6 +1354,68 @@ def measure_idle(t, prof, n, first, origin_pid, tls=False):
     return out
 
 
+def proc_cpu_us(pid):
+    """utime + stime of pid (all its threads), in µs; None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+RELOAD_DONE = (b"reloaded policy", b"reload failed")
+
+
+def measure_reload(t, reps):
+    """SIGHUP, then the time until the gate says "reloaded policy" on
+    standard error (polled every 2 ms: that is the resolution), reps
+    times; with the gate's CPU over it (clock ticks: 10 ms resolution) and
+    its memory (RssWatch: RSS before, the peak, RSS after)."""
+    pid = t.proc.pid
+    out = {"runs": []}
+    for _ in range(reps):
+        time.sleep(0.5)
+        watch = RssWatch(children_of(pid))
+        off = log_offset(t.proc.err_path)
+        cpu0 = proc_cpu_us(pid)
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGHUP)
+        said = None
+        while time.monotonic() - t0 < 120 and said is None:
+            time.sleep(0.002)
+            with open(t.proc.err_path, "rb") as f:
+                f.seek(off)
+                for line in f.read().splitlines():
+                    if any(w in line for w in RELOAD_DONE):
+                        said = line.decode(errors="replace")
+                        break
+        wall = time.monotonic() - t0
+        cpu1 = proc_cpu_us(pid)
+        time.sleep(0.2)   # RSS once the old policy is gone
+        mem = watch.stop()
+        run = {"wall_ms": wall * 1000, "said": said, "ok": bool(said and "reloaded policy" in said),
+               "cpu_ms": (cpu1 - cpu0) / 1000 if cpu0 is not None and cpu1 is not None else None, "memory": mem}
+        out["runs"].append(run)
+        say(f"  {t.name} reload: {run['wall_ms']:.0f} ms"
+            + (f", CPU {run['cpu_ms']:.0f} ms" if run["cpu_ms"] is not None else "")
+            + f"; RSS {mem['rss_before_kb'] / 1024:.1f} -> {mem['rss_after_kb'] / 1024:.1f} MB, "
+            f"peak +{mem['rss_growth_kb'] / 1024:.1f} MB; {said or 'no reply within 120 s'}")
+        if not run["ok"]:
+            break
+    ok = [r for r in out["runs"] if r["ok"]]
+    out["ok"] = len(ok) == reps
+    if ok:
+        walls = sorted(r["wall_ms"] for r in ok)
+        out["wall_ms_best"] = walls[0]
+        out["wall_ms_median"] = walls[(len(walls) - 1) // 2]
+        cpus = sorted(r["cpu_ms"] for r in ok if r["cpu_ms"] is not None)
+        out["cpu_ms_median"] = cpus[(len(cpus) - 1) // 2] if cpus else None
+        out["rss_growth_kb_max"] = max(r["memory"]["rss_growth_kb"] for r in ok)
+        out["rss_after_kb"] = ok[-1]["memory"]["rss_after_kb"]
+    return out
+
+
 def start_and_probe(t, workdir, results):
     """Start a target, read its RSS at start, probe it. Returns its record."""
     name = t.name
@@ -1224,13 +1430,18 @@ def start_and_probe(t, workdir, results):
         t.stop()
         return rec
     rec["version"] = t.version()
+    if getattr(t, "check_s", None) is not None:
+        rec["check_s"] = t.check_s
+        rec["sessions"] = t.n_sessions or 0
     pid = t.proc.pid if t.proc else None
     if pid:
         time.sleep(0.5)
         rec["rss_start_kb"] = rss_kb(pid)
         rec["threads_start"] = threads(pid)
         say(f"  RSS at start {rec['rss_start_kb'] / 1024:.1f} MB")
-        if "plain" in t.families:
+        if hasattr(t, "probe_self"):
+            ok, checks = t.probe_self()
+        elif "plain" in t.families:
             ok, checks = probe(t.proxy_addr, t.tunnel_target, t.http_target, t.decoy_tunnel, t.decoy_http)
         else:
             ok, checks = probe_tls(t)
@@ -1353,6 +1564,12 @@ def mode_plan(prof):
     for key, name, _ in PIN_MODES:
         plan.append((key, "bulk", ["--bytes", str(prof["pbulk"]), "--bulk-name", name, "-d", str(prof["bulk_limit"])],
                      prof["bulk_limit"] + 30, "pin"))
+    # sessions (issue 13): the same tunnels and requests, on the gate with
+    # sessions (authenticated) and on the same gate without ("sess")
+    for mode in ("tunnel", "http"):
+        for c in prof["sess_conc"]:
+            plan.append((f"s{mode}_c{c}", mode, ["-c", str(c), "-d", str(prof["duration"]),
+                                                 "--warmup", str(prof["warmup"])], lim, "sess"))
     return plan
 
 
@@ -1403,6 +1620,8 @@ def log_summary(t):
     reasons = {}
     events = {}
     bad = 0
+    sessions = set()
+    no_session = 0
     with open(path, "rb") as f:
         for line in f:
             n += 1
@@ -1413,6 +1632,10 @@ def log_summary(t):
                     bad += 1
                     continue
                 events[obj.get("event")] = events.get(obj.get("event"), 0) + 1
+                if "session" in obj:
+                    sessions.add(obj["session"])
+                elif obj.get("event") == "decision" and obj.get("decision") == "allow":
+                    no_session += 1
                 if obj.get("event") == "decision":
                     k = f"{obj.get('decision')}:{obj.get('reason')}"
                     reasons[k] = reasons.get(k, 0) + 1
@@ -1425,6 +1648,8 @@ def log_summary(t):
         out["events"] = events
         out["reasons"] = reasons
         out["not_json"] = bad
+        out["sessions_seen"] = len(sessions)
+        out["lines_without_session"] = no_session   # allowed decisions
         # the hash chain must hold after the load (where this sluice has `audit`)
         try:
             r = subprocess.run([SLUICE, "audit", "--verify", path], capture_output=True, text=True, timeout=300)
@@ -1666,22 +1891,144 @@ def render_table(results, prof, family="plain"):
     return "\n".join(out)
 
 
-def render_footer(results, prof, inspection=False):
+SESS_PAIR = ("sluice-anon", "sluice-sessions")
+
+
+def sess_best(rec, key):
+    """The best of a mode's runs (the most operations per second): the
+    figure least held down by the rest of the machine."""
+    runs = [r for r in rec.get("all_runs", {}).get(key, []) if r.get("ops")]
+    return max(runs, key=lambda r: r["ops_per_s"]) if runs else None
+
+
+def render_sessions(results, prof):
+    """Issue 13's table: the gate with n sessions, every request
+    authenticated, beside the same gate without [sessions]; the ratio is
+    sessions / anon of the best of each. Returns markdown, or "" if the pair
+    did not run."""
+    T = results["targets"]
+    anon, sess = (T.get(n, {}) for n in SESS_PAIR)
+    if not anon.get("reported") and not sess.get("reported"):
+        return ""
+    n = sess.get("sessions") or prof["sessions"]
+    cols = [c for c in SESS_PAIR if T.get(c, {}).get("reported")]
+
+    def cell_ops(rec, key, ref):
+        b = sess_best(rec, key)
+        if not b:
+            return "—"
+        txt = fmt_num(b["ops_per_s"])
+        rb = sess_best(ref, key) if ref else None
+        if rb:
+            txt += f" (**{b['ops_per_s'] / rb['ops_per_s']:.3f}×a**)"
+        return txt
+
+    def cell_cpu(rec, key, ref):
+        b = sess_best(rec, key)
+        if not b or b.get("proxy_user_us_per_op") is None:
+            return "—"
+        u, sy = b["proxy_user_us_per_op"], b["proxy_sys_us_per_op"]
+        txt = f"{u + sy:,.1f} ({u:,.1f}u+{sy:,.1f}s)"
+        rb = sess_best(ref, key) if ref else None
+        if rb and rb.get("proxy_user_us_per_op") is not None:
+            txt += f" ({(u + sy) / (rb['proxy_user_us_per_op'] + rb['proxy_sys_us_per_op']):.2f}×a)"
+        return txt
+
+    def mb(kb, digits=1):
+        return "—" if kb is None else f"{kb / 1024:,.{digits}f}"
+
+    def reload_cell(rec, field, fmt):
+        rl = rec.get("reload") or {}
+        v = rl.get(field)
+        return "—" if v is None else fmt(v)
+
+    rows = [("sessions loaded", lambda r, ref: f"{r.get('sessions', 0):,}")]
+    for c in prof["sess_conc"]:
+        rows.append((f"tunnels/s, C={c}, best of {prof['rounds']}", lambda r, ref, c=c: cell_ops(r, f"stunnel_c{c}", ref)))
+    for c in prof["sess_conc"]:
+        rows.append((f"CPU µs per tunnel, C={c} (user+sys)¹", lambda r, ref, c=c: cell_cpu(r, f"stunnel_c{c}", ref)))
+    for c in prof["sess_conc"]:
+        rows.append((f"requests/s keep-alive, C={c}, best of {prof['rounds']}",
+                     lambda r, ref, c=c: cell_ops(r, f"shttp_c{c}", ref)))
+    for c in prof["sess_conc"]:
+        rows.append((f"CPU µs per request, C={c} (user+sys)¹", lambda r, ref, c=c: cell_cpu(r, f"shttp_c{c}", ref)))
+    rows += [
+        ("`sluice check -c` (reads the config and every session file), s",
+         lambda r, ref: "—" if r.get("check_s") is None else f"{r['check_s']:.2f}"),
+        ("RSS at start, MB", lambda r, ref: mb(r.get("rss_start_kb"))),
+        ("RSS per session at start, KB (against sluice-anon)",
+         lambda r, ref: "—" if not ref or not r.get("sessions") or r.get("rss_start_kb") is None
+         or ref.get("rss_start_kb") is None
+         else f"{(r['rss_start_kb'] - ref['rss_start_kb']) / r['sessions']:.2f}"),
+        (f"reload: SIGHUP to \"reloaded policy\", ms, median of {prof['reloads']} (best)⁵",
+         lambda r, ref: reload_cell(r, "wall_ms_median", lambda v: f"{v:,.0f}")
+         + reload_cell(r, "wall_ms_best", lambda v: f" ({v:,.0f})")),
+        ("reload: the gate's CPU, ms, median⁵", lambda r, ref: reload_cell(r, "cpu_ms_median", lambda v: f"{v:,.0f}")),
+        ("reload: peak RSS growth during one, MB (largest)⁵",
+         lambda r, ref: reload_cell(r, "rss_growth_kb_max", lambda v: f"{v / 1024:,.1f}")),
+        ("RSS after the reloads, MB", lambda r, ref: reload_cell(r, "rss_after_kb", lambda v: f"{v / 1024:,.1f}")),
+        ("RSS per session after the reloads, KB (against sluice-anon's)",
+         lambda r, ref: "—" if not ref or not r.get("sessions") or not (r.get("reload") or {}).get("rss_after_kb")
+         or not (ref.get("reload") or {}).get("rss_after_kb")
+         else f"{(r['reload']['rss_after_kb'] - ref['reload']['rss_after_kb']) / r['sessions']:.2f}"),
+        ("RSS after all runs, MB", lambda r, ref: mb(r.get("rss_end_kb"))),
+        ("sessions named in the log", lambda r, ref: "—" if not r.get("sessions")
+         else f"{(r.get('log') or {}).get('sessions_seen', 0):,}"),
+        ("errors, all runs", lambda r, ref: str(sum(x.get("errors", 0) or 0 for k, lst in r.get("all_runs", {}).items()
+                                                if k[0] == "s" for x in lst))),
+        ("other processes' CPU during the best runs, cores³",
+         lambda r, ref: (lambda v: "—" if not v else f"{sum(v) / len(v):.2f}")(
+             [b["other_cores"] for k in r.get("all_runs", {}) if k[0] == "s"
+              for b in [sess_best(r, k)] if b and b.get("other_cores") is not None])),
+    ]
+    out = ["| sessions (issue 13) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for label, get in rows:
+        cells = []
+        for c in cols:
+            ref = anon if c == "sluice-sessions" and anon.get("reported") else None
+            cells.append(get(T[c], ref))
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    notes = [f"×a: sluice-sessions against sluice-anon, the best run of each (of {prof['rounds']}; higher is "
+             "better for /s, lower for CPU); issue 13's target: within 5% (≥ 0.95× in /s). sluice-anon is the "
+             f"same config without `[sessions]`; sluice-sessions has {n:,} session files and authenticates every "
+             "CONNECT and every plain-HTTP request (a keep-alive connection once per request)."]
+    if anon.get("reported") and sess.get("reported"):
+        per = []
+        for key in [f"s{m}_c{c}" for m in ("tunnel", "http") for c in prof["sess_conc"]]:
+            a_runs, s_runs = anon.get("all_runs", {}).get(key, []), sess.get("all_runs", {}).get(key, [])
+            rs = [s_["ops_per_s"] / a_["ops_per_s"] for a_, s_ in zip(a_runs, s_runs)
+                  if a_.get("ops") and s_.get("ops")]
+            if rs:
+                per.append(f"{key[1:]} " + ", ".join(f"{x:.3f}" for x in rs))
+        if per:
+            notes.append("The same ratio round by round (the pair ran back to back, its order swapped every round): "
+                         + "; ".join(per) + ".")
+    notes.append("⁵ SIGHUP to the gate's \"reloaded policy\" line on standard error (polled every 2 ms), on the idle "
+                 "gate before the load runs: the config and every session file read again, checked and swapped in; "
+                 "CPU from /proc/PID/stat (10 ms ticks); peak growth from VmHWM (reset before each reload) and VmRSS "
+                 "every 20 ms, minus the RSS before. RSS per session: (sluice-sessions' RSS at start − "
+                 "sluice-anon's) / sessions.")
+    return "\n".join(out) + "\n\n" + "\n".join(f"- {l}" for l in notes)
+
+
+def render_footer(results, prof, inspection=False, plain=True):
     T = results["targets"]
     meta = results["meta"]
     lines = []
-    lines.append("×d: ratio to direct (no proxy); ×s: ratio to squid" + ("; ×b: ratio to squid-bump" if inspection
-                                                                          else "")
-                 + ". Higher is better for /s and MB/s, lower for CPU, latency and RSS.")
+    if plain or inspection:
+        lines.append("×d: ratio to direct (no proxy); ×s: ratio to squid" + ("; ×b: ratio to squid-bump" if inspection
+                                                                              else "")
+                     + ". Higher is better for /s and MB/s, lower for CPU, latency and RSS.")
     lines.append("¹ CPU of the proxy process (all threads, and child processes if any) from /proc/PID/stat, "
                  "utime and stime over the measured window, divided by the operations completed in it; "
                  "u = user, s = system. In the direct column: the origin server's CPU per operation, "
                  "i.e. what one endpoint of the same exchange costs.")
-    lines.append(f"Latency: {prof['rate']} operations per second offered on a fixed schedule (at most 200 "
-                 "at once), measured from each operation's scheduled start, so queueing behind a slow gate "
-                 "counts. † the gate did not keep up with the offered rate (the window's operations took more "
-                 "than 1 s past its end to finish, or some never did: those count with their age at the "
-                 "cut-off, a lower bound).")
+    if plain:
+        lines.append(f"Latency: {prof['rate']} operations per second offered on a fixed schedule (at most 200 "
+                     "at once), measured from each operation's scheduled start, so queueing behind a slow gate "
+                     "counts. † the gate did not keep up with the offered rate (the window's operations took more "
+                     "than 1 s past its end to finish, or some never did: those count with their age at the "
+                     "cut-off, a lower bound).")
     lines.append("Tunnels: connect, CONNECT, a 64-byte GET and its response through the tunnel, close. "
                  "Requests: absolute-form GETs on keep-alive client connections (a gate that closes the "
                  "client connection after each response makes the client reconnect; that is counted). "
@@ -1706,7 +2053,9 @@ def render_footer(results, prof, inspection=False):
         lines.append("Issue 11's targets, sluice-inspect against squid-bump: ≥ 2× inspected tunnels/s and "
                      "requests/s, CPU per inspected request ≤ 0.5×, bulk ≥ 1.5×, RSS per idle inspected tunnel "
                      "≤ 0.5×; and the plain table's opaque tunnels within 5% of their figures before the issue.")
-    if meta.get("idle_note"):
+    if not plain:
+        pass
+    elif meta.get("idle_note"):
         lines.append("² " + meta["idle_note"])
     else:
         lines.append(f"² RSS (VmRSS) of the proxy holding {meta['idle_n']:,} idle CONNECT tunnels "
@@ -1912,7 +2261,8 @@ def update_readme(table_md):
 
 
 # the table's columns, in order
-TARGET_NAMES = ["direct", "floor", "squid", "tinyproxy", "sluice", "sluice-full", "squid-bump", "sluice-inspect"]
+TARGET_NAMES = ["direct", "floor", "squid", "tinyproxy", "sluice", "sluice-full", "squid-bump", "sluice-inspect",
+                "sluice-anon", "sluice-sessions"]
 
 
 def main():
@@ -1934,6 +2284,9 @@ def main():
     ap.add_argument("--wrong-pins", action="store_true",
                     help="pin the pinned modes' paths with the digest of a body one byte longer: every pinned run "
                     "must then fail (a check of the check)")
+    ap.add_argument("--sessions", type=int, metavar="N",
+                    help="session files of sluice-sessions (full: 10,000, smoke: 100; at least 2)")
+    ap.add_argument("--reloads", type=int, metavar="N", help="SIGHUPs timed on the sessions pair (full: 5, smoke: 2)")
     ap.add_argument("--json", help="where to write the raw results")
     ap.add_argument("--no-readme", action="store_true", help="do not update the table in bench/README.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (configs, logs)")
@@ -1947,14 +2300,20 @@ def main():
     prof["rounds"] = rounds
     if a.bulk_reps:
         prof["bulk_reps"] = a.bulk_reps
+    if a.sessions is not None:
+        if a.sessions < 2:
+            sys.exit("bench: --sessions wants at least 2 (the probe uses two sessions)")
+        prof["sessions"] = a.sessions
+    if a.reloads:
+        prof["reloads"] = a.reloads
     plan = mode_plan(prof)
-    known = [p[0] for p in plan] + ["idle", "iidle"]
+    known = [p[0] for p in plan] + ["idle", "iidle", "reload"]
     bad = [m for m in a.mode if m not in known]
     if bad:
         sys.exit(f"bench: unknown --mode {', '.join(bad)}; this profile's modes: {', '.join(known)}")
     if a.mode:
         plan = [p for p in plan if p[0] in a.mode]
-    idle_steps = [m for m in ("idle", "iidle") if not a.mode or m in a.mode]
+    idle_steps = [m for m in ("idle", "iidle", "reload") if not a.mode or m in a.mode]
     out_json = a.json or (os.path.join(ROOT, "build", "bench", "smoke.json") if a.smoke
                           else os.path.join(HERE, "results", "latest.json"))
 
@@ -2006,7 +2365,8 @@ def main():
     results["meta"]["sluice_workers"] = os.cpu_count()
 
     all_targets = [Direct(), Floor(3132), Squid(3130), Tinyproxy(3131), Sluice("sluice", 3128, False),
-                   Sluice("sluice-full", 3129, True), SquidBump(3133), SluiceInspect(3134, prof["pbulk"], a.wrong_pins)]
+                   Sluice("sluice-full", 3129, True), SquidBump(3133), SluiceInspect(3134, prof["pbulk"], a.wrong_pins),
+                   SluiceSessions("sluice-anon", 3135, None), SluiceSessions("sluice-sessions", 3136, prof["sessions"])]
     assert [t.name for t in all_targets] == TARGET_NAMES
     targets = [t for t in all_targets if (not a.only or t.name in a.only) and t.name not in a.skip]
     # direct TLS only beside an inspecting target (or on its own)
@@ -2061,6 +2421,12 @@ def main():
             else:
                 failed = True
                 problems.append(f"{t.name}: {rec.get('failed')}")
+        # reload and memory of the sessions pair, while nothing else runs
+        if "reload" in idle_steps and any("sess" in t.families for t in live):
+            say("== reload (SIGHUP)")
+        for t in live:
+            if "reload" in idle_steps and "sess" in t.families:
+                T[t.name]["reload"] = measure_reload(t, prof["reloads"])
         if "idle" in idle_steps and any("plain" in t.families for t in live):
             say("== idle tunnels (memory)")
         for t in live:
@@ -2083,6 +2449,10 @@ def main():
                 # a bulk run takes about a second and swings most from run to
                 # run (direct the most): it is repeated, the targets (and the
                 # bulk modes of one group) in turn
+                # the sessions pair swaps its order every round, so neither
+                # always runs first after another mode
+                if group[0][4] == "sess" and rnd % 2:
+                    ons = [on[::-1] for on in ons]
                 for _ in range(prof["bulk_reps"] if group[0][1] == "bulk" else 1):
                     for (key, mode, args, lim, fam), t in ((g, t) for g, on in zip(group, ons) for t in on):
                         if fam in ("tls", "pin"):
@@ -2092,8 +2462,8 @@ def main():
                             continue
                         tgt = t.http_target if mode == "http" else t.tunnel_target
                         measure(t, T[t.name], key,
-                                [mode, "--target", tgt, "--timeout-ms", str(prof["timeout_ms"])] + args,
-                                lim, origin.pid)
+                                [mode, "--target", tgt, "--timeout-ms", str(prof["timeout_ms"])] + args
+                                + getattr(t, "loadgen_extra", []), lim, origin.pid)
         # with several rounds, each cell reports the round in which other
         # processes took the least CPU; bulk, the median of all its runs (all
         # runs stay in the JSON)
@@ -2135,6 +2505,24 @@ def main():
                                     f"({idle.get('failed') or (idle.get('result') or {}).get('last_error')})")
                 elif idle.get("n_reached", 0) < idle_n:
                     problems.append(f"{t.name} {ikey}: only {idle['n_reached']} of {idle_n} tunnels opened")
+            if "sess" in t.families and "reload" in idle_steps and not (rec.get("reload") or {}).get("ok"):
+                failed = True
+                runs = (rec.get("reload") or {}).get("runs") or [{}]
+                problems.append(f"{t.name}: reload did not say \"reloaded policy\" ({runs[-1].get('said')})")
+            if t.name == "sluice-sessions" and rec.get("log"):
+                # every tunnel is a connection of its own, session i mod n:
+                # as many sessions as tunnels (up to n) must show in the log
+                tunnels = sum(r.get("ops", 0) + r.get("ops_warmup", 0) for k, lst in rec.get("all_runs", {}).items()
+                              if k.startswith("stunnel") for r in lst)
+                seen = rec["log"].get("sessions_seen", 0)
+                if seen < min(t.n_sessions, tunnels):
+                    failed = True
+                    problems.append(f"{t.name}: its log names {seen:,} sessions, after {tunnels:,} tunnels "
+                                    f"spread over {t.n_sessions:,}")
+                if rec["log"].get("lines_without_session"):
+                    failed = True
+                    problems.append(f"{t.name}: {rec['log']['lines_without_session']:,} allowed decisions "
+                                    "without \"session\" in its log")
             ver = (rec.get("log") or {}).get("verify")
             if ver and ver.get("exit") != 0:
                 problems.append(f"{t.name}: `sluice audit --verify` on its decision log: {ver.get('said')}")
@@ -2155,9 +2543,13 @@ def main():
     results["problems"] = problems
     table = render_table(results, prof)
     itable = render_table(results, prof, "tls")
+    plain_shown = bool(table)
     if itable:
-        table += "\n\n" + itable
-    footer = render_footer(results, prof, bool(itable))
+        table = (table + "\n\n" if table else "") + itable
+    footer = render_footer(results, prof, bool(itable), plain_shown)
+    stable = render_sessions(results, prof)
+    if stable:
+        footer += "\n\n" + stable
     print()
     print(table)
     print()
