@@ -107,7 +107,7 @@ static bool revoked(const conn *c, const sl_policy *now_pol, time_t now)
     /* A reload: the session must still be there, with the same token and
      * not expired. (A changed allowlist applies to new connections, as a
      * reload does for everyone.) */
-    const sl_session *n = sl_policy_session(now_pol, s->name, strlen(s->name));
+    const sl_session *n = sl_policy_session(now_pol, s->name, s->name_len);
     return !n || memcmp(n->token_sha256, s->token_sha256, sizeof s->token_sha256) != 0 ||
            sl_session_expired(n, now);
 }

@@ -63,6 +63,18 @@ static void to_hex(const unsigned char *b, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+void sl_sha256(const void *data, size_t len, unsigned char out[32])
+{
+    if (sl_sha256ni_available()) {
+        sl_sha256ni s;
+        sl_sha256ni_init(&s);
+        sl_sha256ni_update(&s, data, len);
+        sl_sha256ni_final(&s, out);
+        return;
+    }
+    mbedtls_sha256_ret(data, len, out, 0);
+}
+
 void sl_chain_next(const char *prev, size_t prev_len, const char *text, size_t text_len,
                    char out_hex[65])
 {

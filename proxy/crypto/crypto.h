@@ -14,6 +14,10 @@ const char *sl_crypto_version(void);
 void sl_chain_next(const char *prev, size_t prev_len, const char *text, size_t text_len,
                    char out_hex[65]);
 
+/* SHA-256 of data (a session token's, checked per request: SHA-NI where
+ * the CPU has it). */
+void sl_sha256(const void *data, size_t len, unsigned char out[32]);
+
 /* n random bytes as 2n lowercase hex digits (out must hold 2n+1). */
 void sl_random_hex(char *out, size_t n);
 

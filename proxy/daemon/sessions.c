@@ -339,7 +339,7 @@ static int load_one(sl_policy *p, const char *dir, const char *name, sl_session 
                     void *ctx)
 {
     size_t n = strlen(dir) + strlen(name) + 6;
-    *s = (sl_session){ .name = xstrdup(name), .metrics_slot = sl_metrics_session_slot(name), .file = xrealloc(NULL, n) };
+    *s = (sl_session){ .name = xstrdup(name), .name_len = strlen(name), .metrics_slot = sl_metrics_session_slot(name), .file = xrealloc(NULL, n) };
     snprintf(s->file, n, "%s/%s.ini", dir, name);
     loader l = { .p = p, .report = rep, .ctx = ctx, .file = s->file, .s = s };
     snprintf(l.dir, sizeof l.dir, "%s", dir);
@@ -455,7 +455,7 @@ const sl_session *sl_policy_session(const sl_policy *p, const char *name, size_t
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const char *m = p->sessions[mid].name;
-        size_t mlen = strlen(m);
+        size_t mlen = p->sessions[mid].name_len;
         int c = memcmp(m, name, mlen < len ? mlen : len);
         if (c == 0)
             c = mlen < len ? -1 : mlen > len;
@@ -473,18 +473,12 @@ bool sl_session_token_ok(const sl_session *s, const char *token, size_t len)
 {
     if (len > SL_SESSION_TOKEN_MAX)
         return false;
-    /* sl_chain_next with no previous chain is hex(SHA-256(token)). The
-     * comparison looks at every byte, wherever the first difference is. */
-    char hex[65];
-    sl_chain_next("", 0, token, len, hex);
+    /* The comparison looks at every byte, wherever the first difference is. */
     unsigned char digest[32];
-    for (size_t i = 0; i < 32; i++)
-        digest[i] = (unsigned char)(sl_hexval((unsigned char)hex[2 * i]) << 4 |
-                                    sl_hexval((unsigned char)hex[2 * i + 1]));
+    sl_sha256(token, len, digest);
     volatile unsigned char diff = 0;
     for (size_t i = 0; i < 32; i++)
         diff |= digest[i] ^ s->token_sha256[i];
-    explicit_bzero(hex, sizeof hex);
     explicit_bzero(digest, sizeof digest);
     return diff == 0;
 }

@@ -22,6 +22,7 @@ struct sl_log_stream;
 
 typedef struct sl_session {
     char *name;
+    size_t name_len;               /* strlen(name): the lookup compares lengths first */
     unsigned char token_sha256[32];
     sl_allowlist *allow;           /* its own entries; NULL: none */
     char **allowlist_files;        /* as loaded, for `check` */

@@ -7,19 +7,25 @@
 #include <string.h>
 #include <strings.h>
 
+/* Every request of a session carries this: a table, not a chain of tests. */
+#define B64_ROW(c) [c] = 1 + (c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : \
+                              c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : 63)
+static const unsigned char b64_table[256] = {
+    B64_ROW('A'), B64_ROW('B'), B64_ROW('C'), B64_ROW('D'), B64_ROW('E'), B64_ROW('F'), B64_ROW('G'),
+    B64_ROW('H'), B64_ROW('I'), B64_ROW('J'), B64_ROW('K'), B64_ROW('L'), B64_ROW('M'), B64_ROW('N'),
+    B64_ROW('O'), B64_ROW('P'), B64_ROW('Q'), B64_ROW('R'), B64_ROW('S'), B64_ROW('T'), B64_ROW('U'),
+    B64_ROW('V'), B64_ROW('W'), B64_ROW('X'), B64_ROW('Y'), B64_ROW('Z'), B64_ROW('a'), B64_ROW('b'),
+    B64_ROW('c'), B64_ROW('d'), B64_ROW('e'), B64_ROW('f'), B64_ROW('g'), B64_ROW('h'), B64_ROW('i'),
+    B64_ROW('j'), B64_ROW('k'), B64_ROW('l'), B64_ROW('m'), B64_ROW('n'), B64_ROW('o'), B64_ROW('p'),
+    B64_ROW('q'), B64_ROW('r'), B64_ROW('s'), B64_ROW('t'), B64_ROW('u'), B64_ROW('v'), B64_ROW('w'),
+    B64_ROW('x'), B64_ROW('y'), B64_ROW('z'), B64_ROW('0'), B64_ROW('1'), B64_ROW('2'), B64_ROW('3'),
+    B64_ROW('4'), B64_ROW('5'), B64_ROW('6'), B64_ROW('7'), B64_ROW('8'), B64_ROW('9'), B64_ROW('+'),
+    B64_ROW('/'),
+};
+
 static int b64_value(unsigned char ch)
 {
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
+    return (int)b64_table[ch] - 1;
 }
 
 /* Canonical base64 (RFC 4648 4): length a multiple of 4, '=' only at the
@@ -59,9 +65,7 @@ static long b64_decode(const char *in, size_t len, unsigned char *out, size_t ca
 
 void sl_proxy_auth_clear(sl_proxy_auth *a)
 {
-    volatile char *p = a->pass;   /* not optimised away: the token must not linger */
-    for (size_t i = 0; i < sizeof a->pass; i++)
-        p[i] = 0;
+    explicit_bzero(a->pass, sizeof a->pass);   /* not optimised away: the token must not linger */
     a->pass_len = 0;
 }
 
@@ -85,9 +89,7 @@ const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *ou
     size_t blen = len - 6;
     long n = b64_decode(b, blen, dec, sizeof dec);
     if (n < 0) {
-        volatile unsigned char *d = dec;
-        for (size_t i = 0; i < sizeof dec; i++)
-            d[i] = 0;
+        explicit_bzero(dec, sizeof dec);   /* a failed decode may have written some */
         return fail(out, blen * 3 / 4 > sizeof dec ? "too long" : "bad base64");
     }
     const unsigned char *colon = memchr(dec, ':', (size_t)n);
@@ -118,9 +120,7 @@ const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *ou
         out->pass[plen] = '\0';
         out->pass_len = plen;
     }
-    volatile unsigned char *d = dec;
-    for (size_t i = 0; i < sizeof dec; i++)
-        d[i] = 0;
+    explicit_bzero(dec, (size_t)n);
     if (why) {
         sl_proxy_auth_clear(out);
         return why;
