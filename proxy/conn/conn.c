@@ -697,6 +697,7 @@ void conn_accept(worker *w, int fd, const struct sockaddr *sa, int salen)
         w->conns->prev = c;
     w->conns = c;
     w->nconns++;
+    c->pol_published = atomic_load(&g_shared.published);   /* before: a reload between only refreshes once more */
     c->pol = sl_shared_policy();
     c->state = CS_HEAD;
     sl_addr a;

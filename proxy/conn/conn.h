@@ -210,6 +210,7 @@ typedef struct conn {
      * request on it must be the same session's; its lines carry the name
      * and go to its stream. NULL: anonymous. */
     const struct sl_session *session;
+    unsigned long pol_published;  /* g_shared.published when pol was taken */
     exchange x;
 } conn;
 
@@ -300,6 +301,7 @@ void inspect_connected(conn *c);             /* inspect.c: a new origin connecti
 void inspect_fill_exchange(conn *c);         /* inspect.c: the tunnel's id, host, addresses into x */
 void inspect_log_close(conn *c, const char *end);   /* inspect.c: the tunnel's close line */
 void inspect_free(conn *c);
+void session_refresh_policy(conn *c);        /* session.c: a new request goes by the current policy */
 void session_read_head(conn *c, const sl_http_head *h);   /* session.c: the credentials into x.auth */
 bool session_admit(conn *c);                 /* session.c: false: refused (407) */
 void session_sweep(worker *w);               /* session.c: close connections of revoked or expired sessions */

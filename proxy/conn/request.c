@@ -352,8 +352,10 @@ void conn_on_head(conn *c)
     }
     copy_method(c, &h);
     c->x.method = h.method;
-    if (!c->in)   /* inside an inspected tunnel, requests are the CONNECT's session's */
+    if (!c->in) {   /* inside an inspected tunnel, requests are the CONNECT's session's, by its policy */
+        session_refresh_policy(c);
         session_read_head(c, &h);
+    }
     if (c->in) {
         start_tunnel_request(c, &h);
         return;

@@ -26,6 +26,34 @@ static void failed(conn *c, const char *why)
     c->x.auth_why = why;
 }
 
+/* A request is decided by the policy current when its head arrived, not
+ * the one its connection was accepted under: otherwise a connection opened
+ * before a reload could still authenticate as a session the reload
+ * removed, or with its old token (an idle connection for header_ms, an
+ * anonymous keep-alive one for as long as it is kept alive). A session's
+ * connection moves with it, onto the same session in the new policy; one
+ * whose session is gone, has another token or has expired is no longer
+ * that session's, and its credentials are then judged like anyone's (a
+ * 407). Requests inside an inspected tunnel stay on the CONNECT's policy:
+ * the tunnel's rule lives there. */
+void session_refresh_policy(conn *c)
+{
+    unsigned long gen = atomic_load(&g_shared.published);
+    if (gen == c->pol_published)
+        return;
+    sl_policy *now = sl_shared_policy();
+    c->pol_published = gen;
+    if (c->session) {
+        const sl_session *s = c->session;
+        const sl_session *n = sl_policy_session(now, s->name, s->name_len);
+        bool same = n && memcmp(n->token_sha256, s->token_sha256, sizeof s->token_sha256) == 0 &&
+                    !sl_session_expired(n, time(NULL));
+        c->session = same ? n : NULL;
+    }
+    sl_policy_unref(c->pol);
+    c->pol = now;
+}
+
 void session_read_head(conn *c, const sl_http_head *h)
 {
     const sl_policy *p = c->pol;
@@ -100,13 +128,10 @@ bool session_admit(conn *c)
 static bool revoked(const conn *c, const sl_policy *now_pol, time_t now)
 {
     const sl_session *s = c->session;
-    if (sl_session_expired(s, now))
-        return true;
     if (now_pol == c->pol)
-        return false;
-    /* A reload: the session must still be there, with the same token and
-     * not expired. (A changed allowlist applies to new connections, as a
-     * reload does for everyone.) */
+        return sl_session_expired(s, now);
+    /* A reload: the session must still be there, with the same token, and
+     * not expired by the new file (which may have moved its expiry). */
     const sl_session *n = sl_policy_session(now_pol, s->name, s->name_len);
     return !n || memcmp(n->token_sha256, s->token_sha256, sizeof s->token_sha256) != 0 ||
            sl_session_expired(n, now);
@@ -119,7 +144,7 @@ void session_sweep(worker *w)
     /* conn_close_now frees the connection it is given. */
     for (conn *c = w->conns, *next; c; c = next) {
         next = c->next;
-        if (c->session && c->state != CS_CLOSING && revoked(c, now_pol, now))
+        if (c->session && revoked(c, now_pol, now))
             conn_close_now(c, "session_revoked");
     }
     sl_policy_unref(now_pol);

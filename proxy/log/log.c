@@ -1051,7 +1051,46 @@ bool sl_log_open(const char *path, char *err, size_t errcap)
     return true;
 }
 
-sl_log_stream *sl_log_stream_get(const char *path, char *err, size_t errcap)
+static sl_log_stream *stream_get(const char *path, char *err, size_t errcap);
+
+/* One file is one stream, however its path is spelled ("dir/./x", a
+ * symlinked directory): two streams, each with its own chain, appending to
+ * one file would make it unverifiable. The file itself may not exist yet:
+ * then its directory is resolved. NULL when neither resolves. */
+static char *canonical_path(const char *path)
+{
+    char *whole = realpath(path, NULL);
+    if (whole)
+        return whole;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *rdir = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!rdir || !*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        free(rdir);
+        return NULL;
+    }
+    char *out = NULL;
+    if (asprintf(&out, "%s/%s", strcmp(rdir, "/") == 0 ? "" : rdir, base) < 0)
+        out = NULL;
+    free(rdir);
+    return out;
+}
+
+sl_log_stream *sl_log_stream_get(const char *given, char *err, size_t errcap)
+{
+    char *path = canonical_path(given);
+    if (!path) {
+        snprintf(err, errcap, "%s: cannot open log: %s", given, strerror(errno ? errno : ENOENT));
+        return NULL;
+    }
+    sl_log_stream *got = stream_get(path, err, errcap);
+    free(path);
+    return got;
+}
+
+static sl_log_stream *stream_get(const char *path, char *err, size_t errcap)
 {
     pthread_mutex_lock(&lock);
     if (!writer_running || closing) {
