@@ -108,9 +108,10 @@ const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *ou
                 break;
             }
     }
-    if (colon && ulen > 0 && ulen <= SL_PROXY_AUTH_USER_MAX) {
+    if (colon && ulen > 0 && ulen <= SL_PROXY_AUTH_USER_MAX && !memchr(dec, '\0', ulen)) {
         /* The name, even of refused credentials: the log says who it
-         * claimed to be (escaped). Never the token. */
+         * claimed to be (escaped; a NUL would cut it, so then none).
+         * Never the token. */
         memcpy(out->user, dec, ulen);
         out->user[ulen] = '\0';
         out->user_len = ulen;

@@ -23,7 +23,8 @@ typedef struct sl_proxy_auth {
  * text saying what is wrong ("not Basic", "bad base64", "no colon",
  * "too long", ...). On a failure the token is wiped from out; the name is
  * kept when the value decoded to one of at most SL_PROXY_AUTH_USER_MAX
- * bytes before a colon (for the log, which escapes it), else empty. */
+ * bytes, none of them NUL, before a colon (for the log, which escapes it),
+ * else empty. */
 const char *sl_proxy_auth_parse(const char *value, size_t len, sl_proxy_auth *out);
 
 /* Wipes the token. */
