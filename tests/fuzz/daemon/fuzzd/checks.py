@@ -46,6 +46,7 @@ REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", 
            "inspected", "rule", "rule_not_matched", "upstream_tls_failed",
            "integrity_mismatch", "integrity_unverifiable", "auth_required", "auth_failed"}
 AUTH_REASONS = ("auth_required", "auth_failed")
+CANARY_NAMES = {"canary.fuzz.test", "canary.no.fuzz.test", rules.CANARY_NAME}
 _407 = re.compile(rb"HTTP/1\.1 407 [^\r\n]*\r\n((?:[^\r\n]+\r\n)*)\r\n")
 _NAMES = re.compile(rb"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.fuzz\.test")
 _PA_LINE = re.compile(rb"(?im)^proxy-authorization:[^\n]*\n?")
@@ -877,7 +878,10 @@ class Oracle:
     def _mention(self, data, start, end, label):
         for m in _NAMES.finditer(data, start, end):
             n = m.group(0).decode("latin-1").lower()
-            self.mentions.setdefault(n, set()).add(label)
+            # with the session whose zone it is now: its DNS query may come after the next case's reload
+            z = sess.zone_of(n)
+            self.mentions.setdefault(n, {"owner:" + str(self.sess.owner.get(z) or "") if z is not None else "owner:"})
+            self.mentions[n].add(label)
             self.mentions.move_to_end(n)
         while len(self.mentions) > 20000:
             self.mentions.popitem(last=False)
@@ -1005,20 +1009,19 @@ class Oracle:
         auth refusal is first in the decision), and a session zone's only
         on its session's behalf."""
         out = []
-        if self.sess is None:
-            return out
         for name, qtype in qs:
-            labels = self.mentions.get(name.lower().rstrip("."))
-            if not labels or "?" in labels or name in self.cname_targets:
-                continue
+            labels = set(self.mentions.get(name.lower().rstrip("."), ()))
+            owner = [x[6:] for x in labels if x.startswith("owner:")]
+            labels -= {"owner:" + o for o in owner}
+            if not labels or "?" in labels or name in self.cname_targets or name in CANARY_NAMES:
+                continue     # (the canaries ask for theirs all the time)
             if labels == {"bad"}:
                 out.append(Violation("dns_for_refused", f"{qtype} {name}: only requests the gate must refuse "
                                      f"(credentials) named it"))
                 continue
-            z = sess.zone_of(name)
-            if z is not None and "S:" + str(self.sess.owner.get(z)) not in labels:
-                out.append(Violation("dns_cross_session", f"{qtype} {name}: on "
-                                     f"{sorted(labels)}' behalf; only {self.sess.owner.get(z)!r} has its zone"))
+            if sess.zone_of(name) is not None and "S:" + owner[0] not in labels:
+                out.append(Violation("dns_cross_session", f"{qtype} {name}: asked for by {sorted(labels)}; "
+                                     f"only {owner[0] or None!r} has its zone"))
         return out
 
     # --- what DNS was asked ------------------------------------------------------

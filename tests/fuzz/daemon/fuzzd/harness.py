@@ -113,6 +113,10 @@ class Runner:
         self.canary_token = os.urandom(16).hex()
         self.canary_cred = sess.cred(sess.CANARY_NAME, self.canary_token)
         self.sess_key = None      # the [sessions] the gate has now (a case's spec as JSON), or None
+        # No canary is in flight while the gate reloads: a reload that
+        # removes [sessions] closes the canary session's connections (as it
+        # must: session_revoked).
+        self.canary_lock = asyncio.Lock()
 
     # --- set-up --------------------------------------------------------------
     async def setup(self):
@@ -362,7 +366,8 @@ class Runner:
             await asyncio.sleep(self.o.canary_every)
             k = kinds[i % len(kinds)]
             i += 1
-            ok, detail, port = await self.canary(k)
+            async with self.canary_lock:
+                ok, detail, port = await self.canary(k)
             if not ok:
                 self.canary_fail.append((self.current, k, detail, port))
 
@@ -505,8 +510,9 @@ class Runner:
         key = json.dumps(spec, sort_keys=True) if spec else None
         out = []
         if key != self.sess_key:
-            self.daemon.write_sessions(spec, self.canary_token, getattr(self.o, "sess_break", None))
-            err = await self.loop.run_in_executor(None, self.daemon.reload)
+            async with self.canary_lock:
+                self.daemon.write_sessions(spec, self.canary_token, getattr(self.o, "sess_break", None))
+                err = await self.loop.run_in_executor(None, self.daemon.reload)
             self.stats["sess_reloads"] += 1
             if err:
                 out.append(checks.Violation("reload_failed", f"the case's sessions: {err}"))
