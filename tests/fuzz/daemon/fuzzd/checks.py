@@ -44,7 +44,8 @@ REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", 
            "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
            "too_many_clients", "log_unavailable",
            "inspected", "rule", "rule_not_matched", "upstream_tls_failed",
-           "integrity_mismatch", "integrity_unverifiable", "auth_required", "auth_failed"}
+           "integrity_mismatch", "integrity_unverifiable", "auth_required", "auth_failed",
+           "session_revoked"}   # (a request still being decided when its session is revoked is refused for it)
 AUTH_REASONS = ("auth_required", "auth_failed")
 CANARY_NAMES = {"canary.fuzz.test", "canary.no.fuzz.test", rules.CANARY_NAME}
 _407 = re.compile(rb"HTTP/1\.1 407 [^\r\n]*\r\n((?:[^\r\n]+\r\n)*)\r\n")
