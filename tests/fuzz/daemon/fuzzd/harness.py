@@ -510,9 +510,24 @@ class Runner:
         key = json.dumps(spec, sort_keys=True) if spec else None
         out = []
         if key != self.sess_key:
-            async with self.canary_lock:
+            t = time.monotonic()
+            try:    # (a canary that hangs must not hang the case too)
+                await asyncio.wait_for(self.canary_lock.acquire(), 8)
+                locked = True
+            except asyncio.TimeoutError:
+                locked = False
+                self.stats["sess_reload_unlocked"] += 1
+            try:
+                t_locked = time.monotonic()
                 self.daemon.write_sessions(spec, self.canary_token, getattr(self.o, "sess_break", None))
                 err = await self.loop.run_in_executor(None, self.daemon.reload)
+            finally:
+                if locked:
+                    self.canary_lock.release()
+            took = time.monotonic() - t
+            if took > 2:
+                print(f"fuzz-daemon: the reload for case {case.get('id')} took {took:.1f}s "
+                      f"({t_locked - t:.1f}s waiting for a canary)", flush=True)
             self.stats["sess_reloads"] += 1
             if err:
                 out.append(checks.Violation("reload_failed", f"the case's sessions: {err}"))
