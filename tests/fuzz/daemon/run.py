@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fuzzd import codec, gen, gen_inspect, mutate, net, rules  # noqa: E402
+from fuzzd import codec, gen, gen_inspect, mutate, net, rules, sess  # noqa: E402
 from fuzzd.harness import Runner, case_id, load_cases  # noqa: E402
 
 REPO = HERE.parents[2]
@@ -63,9 +63,10 @@ def options(argv):
                         "(auto, the default: unless the binary does not know [tls])")
     p.add_argument("--ignore", default=os.environ.get("FUZZ_DAEMON_IGNORE", ""), metavar="KIND,...",
                    help="drop violations of these kinds (exploring past a known finding; make test sets none)")
-    p.add_argument("--focus", choices=["pinned"], default=os.environ.get("FUZZ_DAEMON_FOCUS") or None,
+    p.add_argument("--focus", choices=["pinned", "sessions"], default=os.environ.get("FUZZ_DAEMON_FOCUS") or None,
                    help="pinned: most fresh cases are pinned-artifact scenarios, and mutations start from cases "
-                        "that ask for pinned paths half the time (exploring a feature; make test sets none)")
+                        "that ask for pinned paths half the time; sessions: the same for session cases "
+                        "(exploring a feature; make test sets none)")
     p.add_argument("--pin-hold-kib", type=int, default=None, metavar="N",
                    help="[tls] pin_hold_kib for the gate, and the model's (default 8192, above every body here: "
                         "all are held; 64 or 0 let the bigger ones stream with their end held back, as SPEC says)")
@@ -83,6 +84,15 @@ def _inspected(case):
 def _pinned(case):
     """Whether a case asks for a pinned path (rules.PINS)."""
     return "/pin/" in json.dumps(case.get("clients", []))
+
+
+def _sessions(case):
+    return isinstance(case.get("sessions"), dict)
+
+
+# A fresh case is a session scenario this often (sess.py), so that make
+# fuzz-daemon's minute sees some; --focus sessions makes it most of them.
+SESSION_SHARE = 0.2
 
 
 def replay_order(cases):
@@ -191,11 +201,15 @@ async def _fuzz(r, o):
     rng = random.Random(o.seed if o.seed is not None else int.from_bytes(os.urandom(6), "big"))
     while time.monotonic() < deadline:
         seed = rng.getrandbits(48)
-        pinned = [c for c in r.corpus if _pinned(c)] if o.focus == "pinned" else []
+        pinned = [c for c in r.corpus if _pinned(c)] if o.focus == "pinned" else \
+            [c for c in r.corpus if _sessions(c)] if o.focus == "sessions" else []
         if o.focus == "pinned" and rng.random() < 0.3:
             case = gen_inspect.scenario(random.Random(seed), gen.Ctx(random.Random(seed)), seed, kind="pinned")
+        elif o.focus == "sessions" and rng.random() < 0.3:
+            case = sess.scenario(seed)
         elif not r.corpus or rng.random() < 0.25:
-            case = gen.scenario_case(seed) if rng.random() < 0.5 else gen.case(seed)
+            case = sess.scenario(seed) if rng.random() < SESSION_SHARE else \
+                gen.scenario_case(seed) if rng.random() < 0.5 else gen.case(seed)
         else:
             parent = rng.choice(pinned if pinned and rng.random() < 0.5 else r.corpus)
             case = mutate.mutate(parent, r.corpus, seed)
@@ -294,6 +308,9 @@ def summary(r):
           f"corpus {len(r.corpus)}, kept {s['kept']} new, edges {r.edges()} of {r.nguards}, "
           f"{len(r.sigs)} behaviour signatures, {len(r.failures)} distinct failures "
           f"({s['failures']} in all)")
+    if s["sess_cases"]:
+        print(f"fuzz-daemon: sessions: {s['sess_cases']} cases, {s['sess_reloads']} reloads; requests judged: "
+              + ", ".join(f"{k[5:]} {v}" for k, v in sorted(s.items()) if k.startswith("sess_paired_")))
     pins = sorted((k[4:], v) for k, v in s.items() if k.startswith("pin_"))
     if pins:
         print("fuzz-daemon: pinned paths: " + ", ".join(f"{k} {v}" for k, v in pins))

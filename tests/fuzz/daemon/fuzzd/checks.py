@@ -27,13 +27,14 @@ actual, the digests of a body an origin sent; a pinned refusal names its
 rule; and what part of a pinned body a client got begins a body that
 matches (the gate holds them whole, up to pin_hold_kib)."""
 
+import base64
 import collections
 import datetime
 import hashlib
 import ipaddress
 import re
 
-from . import net, rules
+from . import net, rules, sess
 from .gen import POISON
 from .http import count_responses, parse_requests, parse_responses
 from .pki import BAD_CERTS
@@ -43,7 +44,13 @@ REASONS = {"allowlisted", "not_allowlisted", "port_not_allowed", "bad_request", 
            "dns_error", "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch",
            "too_many_clients", "log_unavailable",
            "inspected", "rule", "rule_not_matched", "upstream_tls_failed",
-           "integrity_mismatch", "integrity_unverifiable"}
+           "integrity_mismatch", "integrity_unverifiable", "auth_required", "auth_failed",
+           "session_revoked"}   # (a request still being decided when its session is revoked is refused for it)
+AUTH_REASONS = ("auth_required", "auth_failed")
+CANARY_NAMES = {"canary.fuzz.test", "canary.no.fuzz.test", rules.CANARY_NAME}
+_407 = re.compile(rb"HTTP/1\.1 407 [^\r\n]*\r\n((?:[^\r\n]+\r\n)*)\r\n")
+_NAMES = re.compile(rb"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.fuzz\.test")
+_PA_LINE = re.compile(rb"(?im)^proxy-authorization:[^\n]*\n?")
 PIN_REASONS = ("integrity_mismatch", "integrity_unverifiable")
 _ABSOLUTE = re.compile(r"http://([^/?#\[\]:@]+|\[[^\]]*\])(?::(\d*))?([/?][^#]*)?$", re.I)
 PATH_LOG_MAX = 1024
@@ -89,10 +96,15 @@ def is_literal(h):
         return False
 
 
-def allowlisted(host, port, connect):
-    """The fuzzer's model of daemon.ALLOWLIST."""
+def allowlisted(host, port, connect, session=None, cfg=None, any_session=False):
+    """The fuzzer's model of daemon.ALLOWLIST, and of a session's own list
+    (sess.py); any_session: whether some session's list allows it."""
     h = norm_host(host)
     bare = port in (net.CONNECT_PORTS if connect else net.HTTP_PORTS)
+    z = sess.zone_of(h)
+    if z is not None:
+        owner = cfg.owner.get(z) if cfg else None
+        return bare and owner is not None and (any_session or session == owner)
     if h == "canary.fuzz.test":
         return bare
     if rules.zone_of(h):
@@ -133,6 +145,23 @@ def _line_time(l):
         return 0.0
 
 
+def _claimed(value):
+    """The name a Proxy-Authorization value claims, as the gate logs it on
+    a refusal (proxy_auth.c keeps it when the base64 decodes to 1-64 bytes
+    before a colon), or None."""
+    v = value
+    if len(v) > sess.VALUE_MAX or v[:6].lower() != "basic ":
+        return None
+    try:
+        dec = base64.b64decode(v[6:].encode("latin-1"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        return None
+    if base64.b64encode(dec).decode("latin-1") != v[6:] or b":" not in dec:
+        return None
+    name = dec.split(b":", 1)[0]
+    return name.decode("latin-1") if 1 <= len(name) <= sess.USER_MAX else None
+
+
 def _body_key(body):
     return hashlib.sha1(body).hexdigest()[:16]
 
@@ -164,6 +193,12 @@ class Oracle:
         self.pin_stats = collections.Counter()       # what the pin checks saw (run.py's summary)
         self.pin_lines = []                          # integrity_* lines waiting for the bodies origins sent
         self.pin_bodies = collections.OrderedDict()  # SRI of a body an origin sent (every algorithm) -> None
+        # Sessions (sess.py): the case's config as the model sees it (None:
+        # the gate has no [sessions]), and what the checks keep of it.
+        self.sess = None
+        self.allow_by_host_owner = collections.Counter()   # (host, port) -> allow lines of its zone's session
+        self.mentions = collections.OrderedDict()   # name -> how clients asked for it ("?", "bad", "anon", "S:NAME")
+        self.sess_stats = collections.Counter()     # what the session checks saw (run.py's summary)
 
     # What checking clients and origins counts: a second look (harness.py,
     # check_after) starts again from a snapshot.
@@ -196,6 +231,7 @@ class Oracle:
                 if reason not in REASONS:
                     out.append(Violation("unknown_reason", str(l)))
                 out += self._check_rules(l)
+                out += self._check_session_line(l)
                 if l.get("decision") == "allow":
                     out += self._check_allow(l)
                     addr = str(l.get("addr", ""))
@@ -206,6 +242,9 @@ class Oracle:
                     self.allow_by_addr[(addr, l.get("port"))] += 1
                     if l.get("method") != "CONNECT":
                         self.allow_by_host[(norm_host(l.get("host", "")), l.get("port"))] += 1
+                        z = sess.zone_of(norm_host(l.get("host", "")))
+                        if z is not None and self.sess and l.get("session") == self.sess.owner.get(z):
+                            self.allow_by_host_owner[(norm_host(l.get("host", "")), l.get("port"))] += 1
                 elif l.get("decision") == "deny":
                     self.deny_by_client[(cport, reason)] += 1
                 else:
@@ -218,6 +257,9 @@ class Oracle:
                 if d is None or d.get("decision") != "allow":
                     out.append(Violation("close_without_allow", f"{l}; decision: {d}"))
                 self.closes[lid] += 1
+                if d is not None and d.get("session") != l.get("session"):
+                    out.append(Violation("session_field", f"a close line's session is not its decision's "
+                                         f"({d.get('session')!r}): {l}"))
                 if self.closes[lid] > 1:
                     out.append(Violation("two_closes_one_id", str(l)))
                 if l.get("reason") is not None:
@@ -291,6 +333,9 @@ class Oracle:
         if d is None:
             return [Violation("request_without_tunnel", f"no inspected CONNECT has id {lid}: {l}")]
         self.req_lines[lid] += 1
+        if d.get("session") != l.get("session"):
+            out.append(Violation("session_field", f"a request line's session is not its tunnel's "
+                                 f"({d.get('session')!r}): {l}"))
         n = l.get("n")
         if not isinstance(n, int) or n <= self.req_n.get(lid, 0):
             out.append(Violation("request_n_order", f"n={n} after n={self.req_n.get(lid, 0)}: {l}"))
@@ -363,8 +408,10 @@ class Oracle:
         port = l.get("port")
         connect = l.get("method") == "CONNECT"
         addr = str(l.get("addr", ""))
-        if not allowlisted(host, port, connect):
-            out.append(Violation("allowed_unlisted", f"the allowlist does not cover {host}:{port}: {l}"))
+        if not allowlisted(host, port, connect, l.get("session"), self.sess):
+            kind = "session_cross_host" if sess.zone_of(host) is not None and "session" in l else "allowed_unlisted"
+            out.append(Violation(kind, f"the allowlist does not cover {host}:{port}"
+                                 f"{' for session ' + repr(l.get('session')) if 'session' in l else ''}: {l}"))
         if not net.is_public(addr) or (addr == net.OWN_PUBLIC[0] and port == net.OWN_PUBLIC[1]):
             out.append(Violation("allowed_non_public", f"allowed with address {addr}: {l}"))
         if is_literal(host):
@@ -424,6 +471,13 @@ class Oracle:
         if getattr(r, "tls", None) is not None:
             out += self._check_tls_client(r)
         out += self._check_pins_client(r)
+        if not getattr(r, "canary", False):
+            mine = [lid for lid in self.ids_by_client.get(r.local_port, ())
+                    if _line_time(self.decisions[lid]) >= getattr(r, "wall_start", 0) - 0.05]
+            for lid in mine:
+                out += self._check_session_config(self.decisions[lid])
+            if self.sess is not None:
+                out += self._check_session_client(r, mine)
         for m in (m for got in streams for m in _DENY_HDR.finditer(got)):
             reason = m.group(1).decode()
             self.seen_deny[(r.local_port, reason)] += 1
@@ -676,6 +730,7 @@ class Oracle:
                                  f"{c.local}:{c.port} got bytes that are not a request ({status}) after "
                                  f"{len(reqs)} request(s): {bytes(c.data[max(0, end - 200):end + 300])!r}"))
         for r in reqs:
+            out += self._check_no_proxy_auth(r, f"{c.local}:{c.port}")
             if r.host is None:
                 out.append(Violation("origin_request_without_host", f"{r} at {c.local}:{c.port}"))
                 continue
@@ -689,7 +744,13 @@ class Oracle:
                 out.append(Violation("origin_request_without_allow",
                                      f"request {self.used_reqs[(host, c.port)]} for {host}:{c.port} reached "
                                      f"{c.local}, {self.allow_by_host[(host, c.port)]} allow lines"))
-            if not allowlisted(host, c.port, False):
+            if sess.zone_of(host) is not None and self.used_reqs[(host, c.port)] > \
+                    self.allow_by_host_owner[(host, c.port)]:
+                out.append(Violation("session_cross_origin",
+                                     f"request {self.used_reqs[(host, c.port)]} for {host}:{c.port} reached "
+                                     f"{c.local}; {self.allow_by_host_owner[(host, c.port)]} allow lines of the "
+                                     f"session whose list has it ({self.sess.owner.get(sess.zone_of(host)) if self.sess else None!r})"))
+            if not allowlisted(host, c.port, False, cfg=self.sess, any_session=True):
                 out.append(Violation("origin_request_unlisted", f"{r} reached {c.local}:{c.port}"))
             elif rules.zone_of(host):
                 out += self._check_pins_origin(c, r, host, f"{c.local}:{c.port}")
@@ -743,6 +804,7 @@ class Oracle:
                                  f"{len(reqs)} request(s): {bytes(c.data[max(0, end - 200):end + 300])!r}"))
         sni = norm_host(t.get("sni") or "")
         for i, r in enumerate(reqs):
+            out += self._check_no_proxy_auth(r, f"{where} in TLS")
             host, hport = split_host_header(r.host or "")
             host = norm_host(host)
             if r.host and ":" not in r.host.rsplit("]", 1)[-1]:
@@ -780,6 +842,189 @@ class Oracle:
                                          f"{self.sent_reqs[key]} time(s) in tunnels"))
         return out
 
+    # --- sessions (sess.py is the model) ---------------------------------------
+    def _check_session_line(self, l):
+        """A decision line on its own: an auth refusal is a refusal."""
+        if l.get("reason") in AUTH_REASONS and l.get("decision") != "deny":
+            return [Violation("auth_not_refused", str(l))]
+        return []
+
+    def _check_session_config(self, l):
+        """A client's decision line against the case's sessions: a session
+        only the config has (and not expired), none on a gate without
+        sessions, none on an allowed anonymous request where credentials are
+        required. (Judged per client: a canary's line may have been decided
+        under the config before the case's.)"""
+        out = []
+        name = l.get("session")
+        if self.sess is None:
+            if name is not None or l.get("reason") in AUTH_REASONS:
+                out.append(Violation("session_field", f"a gate without [sessions] wrote: {l}"))
+            return out
+        s = self.sess.by_name.get(name) if name is not None else None
+        if name is not None and (s is None or s.get("expired")):
+            out.append(Violation("session_unknown", f"a line names a session the gate has not (or expired): {l}"))
+        if l.get("decision") == "allow" and name is None and self.sess.require:
+            out.append(Violation("auth_bypassed", f"an anonymous request was allowed, though [sessions] "
+                                 f"require = yes: {l}"))
+        return out
+
+    def _check_no_proxy_auth(self, r, where):
+        pa = [v for k, v in r.headers if k == "proxy-authorization"]
+        if pa:
+            return [Violation("proxy_auth_forwarded", f"{r} reached {where} with Proxy-Authorization "
+                              f"{[v[:40] for v in pa]}")]
+        return []
+
+    def _mention(self, data, start, end, label):
+        for m in _NAMES.finditer(data, start, end):
+            n = m.group(0).decode("latin-1").lower()
+            # with the session whose zone it is now: its DNS query may come after the next case's reload
+            z = sess.zone_of(n)
+            self.mentions.setdefault(n, {"owner:" + str(self.sess.owner.get(z) or "") if z is not None else "owner:"})
+            self.mentions[n].add(label)
+            self.mentions.move_to_end(n)
+        while len(self.mentions) > 20000:
+            self.mentions.popitem(last=False)
+
+    def _session_model(self, sent):
+        """What each request of a client's stream comes to, in order, up to
+        the first refusal (after it the gate reads nothing more): [(request,
+        expected, bound session before it)]; and the names it mentions
+        noted by how they were asked for."""
+        reqs, status, end = parse_requests(sent)
+        model, bound, failed_at = [], None, None
+        pos = 0
+        for q in reqs:
+            a, b = q.span
+            self._mention(sent, pos, a, "?")      # a body: nothing the gate resolves
+            exp = sess.expected(self.sess, [v for k, v in q.headers if k == "proxy-authorization"], bound)
+            model.append((q, exp, bound))
+            if exp[0] == "fail":
+                failed_at = a
+                break
+            self._mention(sent, a, b, "anon" if exp[0] == "anon" else "S:" + exp[1])
+            bound = exp[1] if exp[0] == "ok" else bound
+            pos = b
+            if q.method == "CONNECT":
+                return model      # what follows is the tunnel's
+        if failed_at is not None:
+            self._mention(sent, failed_at, len(sent), "bad")
+        else:
+            self._mention(sent, pos, len(sent), "?")
+        return model
+
+    def _check_session_client(self, r, mine):
+        """A client's lines against the model of its credentials: each
+        request the one the model says (a refusal 407 with its reason, as
+        the connection's session, naming what it claimed), every line of a
+        session's with credentials the client sent for it, the 407 replies
+        with Proxy-Authenticate, and nothing decided after a refusal."""
+        out = []
+        sent = bytes(getattr(r, "sent", b"") or b"")
+        model = self._session_model(sent)
+        lines = sorted((self.decisions[lid] for lid in mine), key=lambda l: l.get("seq", 0))
+        valid = self.sess.valid_creds()
+        for l in lines:
+            name = l.get("session")
+            if name is not None and name in valid and valid[name].split(" ", 1)[1].encode() not in sent:
+                out.append(Violation("session_without_credential", f"client :{r.local_port} never sent "
+                                     f"{name}'s credentials: {l}"))
+        refused = [i for i, l in enumerate(lines) if l.get("reason") in AUTH_REASONS]
+        if refused and refused[0] < len(lines) - 1:
+            out.append(Violation("after_refusal", f"client :{r.local_port}: decided after its 407: "
+                                 f"{lines[refused[0] + 1:refused[0] + 3]}"))
+        for (q, exp, bound), l in zip(model, lines):
+            if l.get("reason") == "bad_request":
+                break     # the gate's parser refused what ours read
+            m = _ABSOLUTE.match(q.target)
+            host = norm_host(m.group(1)) if m else norm_host(split_host_header(q.target)[0])
+            if l.get("method") != q.method or norm_host(l.get("host", "")) != host:
+                break     # not the request we think it is
+            self.sess_stats["paired_" + exp[0]] += 1
+            if exp[0] == "fail":
+                if l.get("decision") == "allow":
+                    out.append(Violation("auth_not_refused", f"client :{r.local_port}: a request whose "
+                                         f"credentials come to {exp[1]} was allowed: {l}"))
+                elif l.get("reason") != exp[1]:
+                    out.append(Violation("auth_reason", f"client :{r.local_port}: the request should be "
+                                         f"refused {exp[1]} (first in the decision): {l}"))
+                if l.get("session") != bound:
+                    out.append(Violation("session_wrong", f"client :{r.local_port}: the refusal's line should be "
+                                         f"the connection's ({bound!r}): {l}"))
+                if exp[1] == "auth_failed":
+                    vals = [v for k, v in q.headers if k == "proxy-authorization"]
+                    claimed = _claimed(vals[0]) if len(vals) == 1 else None
+                    want = claimed if claimed is not None and claimed != bound else None
+                    printable = want is None or all(0x20 <= ord(ch) < 0x7F for ch in want)
+                    if printable and l.get("session_claimed") != want:
+                        out.append(Violation("session_claimed", f"client :{r.local_port}: session_claimed "
+                                             f"should be {want!r}: {l}"))
+            else:
+                want = exp[1] if exp[0] == "ok" else None
+                if l.get("session") != want or l.get("reason") in AUTH_REASONS:
+                    out.append(Violation("session_wrong", f"client :{r.local_port}: the request's credentials "
+                                         f"come to {exp}: {l}"))
+            if l.get("decision") != "allow":
+                break
+        # Every 407 with its challenge; every refusal's 407 reached a client that read to the end.
+        got = bytes(r.received)
+        for m in _407.finditer(got):
+            head = m.group(0)
+            if sess.REALM not in head or not re.search(rb"\r\nSluice-Decision: deny; reason=auth_(required|failed)\r\n",
+                                                       head):
+                out.append(Violation("auth_reply", f"client :{r.local_port} got a 407 without "
+                                     f"Proxy-Authenticate: Basic realm=\"sluice\" or its reason: {head[:300]!r}"))
+        if refused and r.outcome == "eof" and getattr(r, "tls", None) is None and \
+                int(getattr(r, "stop_read", -1)) < 0 and not _407.search(got):
+            out.append(Violation("auth_reply", f"client :{r.local_port} read to the end and got no 407 for "
+                                 f"{lines[refused[0]]}: {got[:300]!r}"))
+        return out
+
+    def check_tokens(self, results, conns, hits, tokens):
+        """No log line and no byte a client got has a token or credential
+        (unless a client put it where it is no credential, or an origin got
+        it: a tunnel's payload comes back from an echo)."""
+        out = []
+        exposed = set()
+        for r in results:
+            for sent in (getattr(r, "sent", b""), getattr(r, "plain_sent", b"")):
+                bare = _PA_LINE.sub(b"", bytes(sent or b""))
+                exposed |= {t for t in tokens if t in bare}
+        echoed = {t for t in tokens for c in conns if t in c.data}
+        for n, t, raw in hits:
+            if t not in exposed:
+                out.append(Violation("token_leaked", f"decisions.log:{n} has a token or credential "
+                                     f"({t[:6]!r}...): {raw.replace(t, b'<TOKEN>')[:400]!r}"))
+        for r in results:
+            for got in (r.received, getattr(r, "plain", None) or b""):
+                for t in tokens:
+                    if t in got and t not in exposed and t not in echoed:
+                        i = got.find(t)
+                        out.append(Violation("token_leaked", f"client :{r.local_port} got a token or credential: "
+                                             f"...{bytes(got[max(0, i - 200):i])!r}<TOKEN>"))
+        return out
+
+    def check_session_dns(self, qs):
+        """A name DNS was asked: not one only refused requests named (an
+        auth refusal is first in the decision), and a session zone's only
+        on its session's behalf."""
+        out = []
+        for name, qtype in qs:
+            labels = set(self.mentions.get(name.lower().rstrip("."), ()))
+            owner = [x[6:] for x in labels if x.startswith("owner:")]
+            labels -= {"owner:" + o for o in owner}
+            if not labels or "?" in labels or name in self.cname_targets or name in CANARY_NAMES:
+                continue     # (the canaries ask for theirs all the time)
+            if labels == {"bad"}:
+                out.append(Violation("dns_for_refused", f"{qtype} {name}: only requests the gate must refuse "
+                                     f"(credentials) named it"))
+                continue
+            if sess.zone_of(name) is not None and "S:" + owner[0] not in labels:
+                out.append(Violation("dns_cross_session", f"{qtype} {name}: asked for by {sorted(labels)}; "
+                                     f"only {owner[0] or None!r} has its zone"))
+        return out
+
     # --- what DNS was asked ------------------------------------------------------
     def check_dns(self):
         out = []
@@ -788,7 +1033,7 @@ class Oracle:
         for name, qtype in qs:
             if never_listed(name) and name not in self.cname_targets:
                 out.append(Violation("dns_asked_for_unlisted_name", f"{qtype} {name}"))
-        return out
+        return out + self.check_session_dns(qs)
 
 
 def signature(lines, results, origin_conns, stderr_text):

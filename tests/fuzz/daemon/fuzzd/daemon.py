@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import net, rules
+from . import net, rules, sess
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                      "UndefinedBehaviorSanitizer", "ThreadSanitizer", "sluice: BUG", "Assertion `")
@@ -130,6 +130,8 @@ class LogReader:
         self.errors = []
         self.leaks = []         # lines with the credential's secret in them
         self.secret = None
+        self.tokens = set()     # session tokens and credentials (bytes): checks.py judges each hit
+        self.token_hits = []    # (line number, token, line)
         self.partial = b""
 
     def poll(self):
@@ -149,6 +151,9 @@ class LogReader:
             if self.secret and self.secret in raw:
                 self.leaks.append(f"decisions.log:{n} has the credential's secret: "
                                   f"{raw.replace(self.secret, b'<SECRET>')[:300]!r}")
+            for t in self.tokens:
+                if t in raw or t.replace(b"/", b"\\/") in raw:
+                    self.token_hits.append((n, t, raw[:600]))
             try:
                 obj = json.loads(raw.decode("utf-8"))
                 if not isinstance(obj, dict):
@@ -170,6 +175,14 @@ class LogReader:
             new.append(obj)
         self.lines += new
         return new
+
+
+def sessions_text(workdir, require):
+    return f"""
+[sessions]
+dir = {workdir}/sessions.d
+require = {"yes" if require else "no"}
+"""
 
 
 class Daemon:
@@ -195,13 +208,69 @@ class Daemon:
         self.stderr_path = self.workdir / "sluice.stderr"
         self.stderr_off = 0
         self.log = None
+        self.sessions = None        # the [sessions] the gate has now: (spec, canary token, breakage) or None
 
-    def write_config(self):
-        (self.workdir / "allowlist.txt").write_text(self.allowlist)
+    def write_sessions(self, spec, canary_token, breakage=None):
+        """The case's sessions as a [sessions] dir (spec None: no [sessions]
+        at all), with the canaries' session. breakage (the self-test only)
+        makes the gate differ from the model: "require_no" (require = no
+        whatever the case says), "cross" (every session's list has every
+        session zone), "hash" (each token_sha256 is of the token with "0"
+        appended, which clients send as a wrong token)."""
+        self.sessions = (spec, canary_token, breakage) if spec is not None else None
+        d = self.workdir / "sessions.d"
+        d.mkdir(exist_ok=True)
+        for f in d.iterdir():
+            f.unlink()
+        if spec is None:
+            return
+        for s in spec.get("list", []) + [{"name": sess.CANARY_NAME, "token": canary_token, "zone": None}]:
+            name = str(s["name"])
+            token = s["token"] + ("0" if breakage == "hash" and s["zone"] is not None else "")
+            text = f"[session]\ntoken_sha256 = {sess.token_sha256(token)}\n"
+            if s.get("zone") is not None:
+                allow = sess.session_allowlist(int(s["zone"]))
+                if breakage == "cross":
+                    allow += "".join(f"*.{z}\n" for z in sess.ZONES)
+                (d / f"{name}.allow").write_text(allow)
+                text += f"allowlist = {name}.allow\n"
+                text += f"expires = {sess.EXPIRED if s.get('expired') else sess.LATER}\n"
+            (d / f"{name}.ini").write_text(text)
+
+    def _config_text(self):
         text = config_text(self.workdir, self.workers, self.timeouts).replace(
             "[dns]\n", self.policy_extra + "\n[dns]\n" if self.policy_extra else "[dns]\n")
         if self.tls:
             text += inspect_text(self.workdir, self.tls, self.pin_hold_kib)
+        if self.sessions:
+            spec, _, breakage = self.sessions
+            text += sessions_text(self.workdir, bool(spec.get("require")) and breakage != "require_no")
+        return text
+
+    def reload(self, timeout=15.0):
+        """SIGHUP with the config as it is now written; waits for the gate
+        to say it reloaded. Returns None, or what went wrong."""
+        (self.workdir / "sluice.ini").write_text(self._config_text())
+        off = self.stderr_path.stat().st_size
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(off)
+                text = f.read().decode(errors="replace")
+            if "sluice: reloaded policy" in text:
+                return None
+            if "reload failed" in text:
+                return text[-3000:]
+            if self.proc.poll() is not None:
+                return f"sluice exited {self.proc.returncode} on reload"
+            time.sleep(0.005)
+        return f"no reload within {timeout}s"
+
+    def write_config(self):
+        (self.workdir / "allowlist.txt").write_text(self.allowlist)
+        text = self._config_text()
+        if self.tls:
             (self.workdir / "credentials.txt").write_text(rules.CREDENTIALS)
             sd = self.workdir / "secrets"
             sd.mkdir(mode=0o700, exist_ok=True)

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import checks, codec, gen, net, pki, rules
+from . import checks, codec, gen, net, pki, rules, sess
 from .clients import ClientResult, run_client
 from .daemon import Daemon, first_frames, sanitizer_report
 from .dnsserver import DnsServer
@@ -107,6 +107,16 @@ class Runner:
         # The credential's secret: distinctive, fresh each run, never to be seen.
         self.secret = "fzS3cr3t" + os.urandom(12).hex()
         self.tls_sessions = collections.OrderedDict()   # host -> its tunnels' last TLS session
+        # The canaries' session (every [sessions] the gate gets has it): its
+        # credentials go with every canary, and a gate without sessions
+        # ignores them.
+        self.canary_token = os.urandom(16).hex()
+        self.canary_cred = sess.cred(sess.CANARY_NAME, self.canary_token)
+        self.sess_key = None      # the [sessions] the gate has now (a case's spec as JSON), or None
+        # No canary is in flight while the gate reloads: a reload that
+        # removes [sessions] closes the canary session's connections (as it
+        # must: session_revoked).
+        self.canary_lock = asyncio.Lock()
 
     # --- set-up --------------------------------------------------------------
     async def setup(self):
@@ -168,8 +178,10 @@ class Runner:
                              pin_hold_kib=getattr(self.o, "pin_hold_kib", None))
         await self.loop.run_in_executor(None, self.daemon.start)
         self.daemon.log.secret = self.secret.encode()
+        self.sess_key = None
         self.oracle = checks.Oracle(self.dns, self.secret if self.inspect else None,
                                     rules.rule_line_numbers(self.daemon.allowlist) if self.inspect else ())
+        self.oracle.sess = None
         self.origins.conns = [c for c in self.origins.conns if not c.closed]
         self.cases_since_start = []
         self.port_owner = {}
@@ -263,12 +275,13 @@ class Runner:
             if kind == "http":
                 want = f"canary /c/{tok}\n".encode()
                 req = (f"GET http://canary.fuzz.test/c/{tok} HTTP/1.1\r\nHost: canary.fuzz.test\r\n"
-                       "Connection: close\r\n\r\n").encode()
+                       f"Proxy-Authorization: {self.canary_cred}\r\nConnection: close\r\n\r\n").encode()
                 port, got = await self._exchange(req, lambda g: g.endswith(want), deadline)
                 ok = got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"\r\n\r\n" + want)
             elif kind == "tunnel":
                 payload = self.hello + tok.encode()
-                req = b"CONNECT canary.fuzz.test:443 HTTP/1.1\r\nHost: canary.fuzz.test:443\r\n\r\n" + payload
+                req = (b"CONNECT canary.fuzz.test:443 HTTP/1.1\r\nHost: canary.fuzz.test:443\r\n"
+                       b"Proxy-Authorization: " + self.canary_cred.encode() + b"\r\n\r\n" + payload)
                 head = b"HTTP/1.1 200 "
                 port, got = await self._exchange(
                     req, lambda g: b"\r\n\r\n" in g and g.split(b"\r\n\r\n", 1)[1] == payload, deadline)
@@ -276,7 +289,8 @@ class Runner:
             elif kind == "inspect":
                 want = f"canary /c/{tok}\n".encode()
                 name = rules.CANARY_NAME
-                spec = {"data": f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n\r\n", "writes": [],
+                spec = {"data": f"CONNECT {name}:443 HTTP/1.1\r\nHost: {name}:443\r\n"
+                                f"Proxy-Authorization: {self.canary_cred}\r\n\r\n", "writes": [],
                         "end": {"kind": "hold", "at": None, "ms": 0}, "wait_ms": deadline * 1000,
                         "tls": {"host": name, "sni": "@", "alpn": ["http/1.1"], "records": 1, "writes": []}}
                 inner = f"GET /c/{tok} HTTP/1.1\r\nHost: {name}\r\n\r\n".encode()
@@ -295,7 +309,8 @@ class Runner:
                     got = (bytes(r.received[:80]) + b"... | tls " + repr(r.tls).encode() + b" | inside: " + got +
                            f" | our origin: {slow or self._canary_origin_times(t)}".encode())
             else:
-                req = b"GET http://canary.no.fuzz.test/ HTTP/1.1\r\nHost: canary.no.fuzz.test\r\n\r\n"
+                req = (b"GET http://canary.no.fuzz.test/ HTTP/1.1\r\nHost: canary.no.fuzz.test\r\n"
+                       b"Proxy-Authorization: " + self.canary_cred.encode() + b"\r\n\r\n")
                 port, got = await self._exchange(req, lambda g: False, deadline)
                 ok = got.startswith(b"HTTP/1.1 403 ") and \
                     b"\r\nSluice-Decision: deny; reason=not_allowlisted\r\n" in got
@@ -313,8 +328,10 @@ class Runner:
         if port:
             self.port_owner[port] = (None, time.monotonic())
             cr = tls_result or ClientResult()
+            cr.canary = True     # its lines may come from the config before the case's
             if tls_result is None:
                 cr.local_port, cr.received = port, bytearray(got)
+                cr.sent, cr.outcome = req, "canary"
             self.canary_results.append(cr)
         self.stats["canaries"] += 1
         return ok, detail, port
@@ -349,7 +366,8 @@ class Runner:
             await asyncio.sleep(self.o.canary_every)
             k = kinds[i % len(kinds)]
             i += 1
-            ok, detail, port = await self.canary(k)
+            async with self.canary_lock:
+                ok, detail, port = await self.canary(k)
             if not ok:
                 self.canary_fail.append((self.current, k, detail, port))
 
@@ -394,13 +412,13 @@ class Runner:
             self.recent.popitem(last=False)
         self.cases_since_start.append(case)
         nonce = f"{self.exec_id % (1 << 24):06x}"
+        violations = await self.apply_sessions(case)
         self.install(case, nonce)
         cov = self.daemon.cov
         if cov:
             cov.reset()
         self.canary_results = []
         t_start = time.monotonic()
-        violations = []
 
         async def one(spec):
             if spec.get("start_ms"):
@@ -440,6 +458,10 @@ class Runner:
         violations += self.pump_log()
         lines_so_far = list(self.case_lines)
         violations += await self.check_after(case, results)
+        if self.daemon.log.token_hits or self.sess_tokens:
+            violations += self.oracle.check_tokens(list(results), self.origins.case_conns(self.exec_id),
+                                                   self.daemon.log.token_hits, self.sess_tokens)
+            self.daemon.log.token_hits = []
         for c in self.canary_fail:
             if c[0] == case["id"]:
                 violations.append(checks.Violation("canary_failed", f"concurrent {c[1]} canary: {c[2]}"))
@@ -480,6 +502,48 @@ class Runner:
         self.origins.conns = [c for c in self.origins.conns if c.exec_id == -1 and not c.closed]
         return violations, new_bits, new_sig
 
+    async def apply_sessions(self, case):
+        """The case's [sessions] on the gate (a reload when they are not the
+        ones it has), and the tokens no log line or reply may carry."""
+        spec = case.get("sessions")
+        spec = spec if isinstance(spec, dict) else None
+        key = json.dumps(spec, sort_keys=True) if spec else None
+        out = []
+        if key != self.sess_key:
+            t = time.monotonic()
+            try:    # (a canary that hangs must not hang the case too)
+                await asyncio.wait_for(self.canary_lock.acquire(), 8)
+                locked = True
+            except asyncio.TimeoutError:
+                locked = False
+                self.stats["sess_reload_unlocked"] += 1
+            try:
+                t_locked = time.monotonic()
+                self.daemon.write_sessions(spec, self.canary_token, getattr(self.o, "sess_break", None))
+                err = await self.loop.run_in_executor(None, self.daemon.reload)
+            finally:
+                if locked:
+                    self.canary_lock.release()
+            took = time.monotonic() - t
+            if took > 2:
+                print(f"fuzz-daemon: the reload for case {case.get('id')} took {took:.1f}s "
+                      f"({t_locked - t:.1f}s waiting for a canary)", flush=True)
+            self.stats["sess_reloads"] += 1
+            if err:
+                out.append(checks.Violation("reload_failed", f"the case's sessions: {err}"))
+            self.sess_key = key
+        self.oracle.sess = sess.Config(spec, self.canary_token) if spec else None
+        if spec:
+            self.stats["sess_cases"] += 1
+        toks = set(self.oracle.sess.secrets()) if spec else set()
+        toks |= {self.canary_token, self.canary_cred.split(" ", 1)[1]}
+        for cl in case.get("clients", []):
+            for text in (cl.get("data", ""), (cl.get("tls") or {}).get("data", "") if isinstance(cl.get("tls"), dict) else ""):
+                toks |= sess.tokens_in(text)
+        self.sess_tokens = {t.encode("latin-1") for t in toks}
+        self.daemon.log.tokens = self.sess_tokens
+        return out
+
     def pump_log(self):
         new = self.daemon.log.poll()
         self.case_lines = getattr(self, "case_lines", []) + new
@@ -510,6 +574,9 @@ class Runner:
                 continue
             break
         self.canary_results = []
+        for k, v in o.sess_stats.items():
+            self.stats["sess_" + k] += v
+        o.sess_stats.clear()
         out += o.check_pin_lines()
         for k, v in o.pin_stats.items():
             self.stats["pin_" + k] += v
@@ -531,6 +598,10 @@ class Runner:
     async def check_daemon(self):
         out = []
         err = self.daemon.new_stderr()
+        for t in getattr(self, "sess_tokens", ()):
+            if t.decode("latin-1") in err:
+                out.append(checks.Violation("token_leaked", "sluice's stderr has a token or credential"))
+                break
         if self.inspect and self.secret in err:
             i = err.find(self.secret)
             out.append(checks.Violation("secret_leaked",

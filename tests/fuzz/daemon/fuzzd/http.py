@@ -13,7 +13,7 @@ _HEX = re.compile(rb"[0-9A-Fa-f]+")
 
 
 class Request:
-    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len", "body")
+    __slots__ = ("method", "target", "version", "headers", "host", "complete", "body_len", "body", "span")
 
     def __init__(self, method, target, version, headers):
         self.method, self.target, self.version, self.headers = method, target, version, headers
@@ -24,6 +24,7 @@ class Request:
         self.complete = False
         self.body_len = 0
         self.body = b""         # the body's bytes (dechunked), once complete
+        self.span = (0, 0)      # where its head starts and ends in the stream
 
     def __repr__(self):
         return f"<{self.method} {self.target} host={self.host} complete={self.complete}>"
@@ -150,6 +151,7 @@ def parse_requests(buf):
             headers.append((k.strip().lower().decode("latin-1"), v.strip().decode("latin-1")))
         req = Request(m.group(1).decode("latin-1"), m.group(2).decode("latin-1"),
                       f"{m.group(3).decode()}.{m.group(4).decode()}", headers)
+        req.span = (pos, he + 4)
         out.append(req)
         pos = he + 4
         te = [v for k, v in headers if k == "transfer-encoding"]

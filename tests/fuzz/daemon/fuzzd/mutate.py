@@ -6,7 +6,7 @@ import copy
 import random
 import re
 
-from . import gen, gen_inspect, rules
+from . import gen, gen_inspect, rules, sess
 from .pki import CERT_KINDS
 
 TOKENS = ["\r\n", "\r\n\r\n", "\n", "\r", " ", ":", "0\r\n\r\n", "chunked", "Transfer-Encoding: chunked\r\n",
@@ -16,7 +16,7 @@ TOKENS = ["\r\n", "\r\n\r\n", "\n", "\r", " ", ":", "0\r\n\r\n", "chunked", "Tra
           "\x00", "\x16\x03\x01", "Host: ", "%", "[", "]", "@", "#", "0", "-1", "99999999999"]
 
 
-_NAME_RE = re.compile(r"h\d+-" + re.escape(gen.NONCE) + r"\.(ok|no|port|i1|i2)\.fuzz\.test", re.I)
+_NAME_RE = re.compile(r"h\d+-" + re.escape(gen.NONCE) + r"\.(ok|no|port|i1|i2|s0|s1|s2)\.fuzz\.test", re.I)
 
 
 def mutate_bytes(rng, s, donors=()):
@@ -118,8 +118,9 @@ def mutate(parent, corpus, seed):
     for _ in range(rng.choice([1, 1, 2, 3, 4])):
         ctx = _ctx_for(rng, c)
         op = rng.choices(["cbytes", "csplit", "cend", "cnew", "cadd", "cdrop", "obytes", "onew", "oops",
-                          "dnew", "dtweak", "cross", "cappend", "ctls", "otls", "opin"],
-                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6, 4, 3, 4])[0]
+                          "dnew", "dtweak", "cross", "cappend", "ctls", "otls", "opin", "sess"],
+                         [18, 10, 8, 8, 4, 3, 10, 8, 6, 8, 8, 5, 6, 4, 3, 4,
+                          10 if isinstance(c.get("sessions"), dict) else 1])[0]
         clients = c["clients"]
         if op == "cbytes":
             cl = rng.choice(clients)
@@ -211,6 +212,9 @@ def mutate(parent, corpus, seed):
                         o["d"] = o.get("d", "").replace(gen.POISON, "P0IS0N-")
             else:
                 ops += [{"op": "req"}] + fresh
+        elif op == "sess":
+            # the case's sessions (a case without gets some), or one client's credentials
+            op = "sess:" + sess.mutate(rng, c)
         elif op == "cdrop" and len(clients) > 1:
             clients.pop(rng.randrange(len(clients)))
         elif op == "obytes" and c["origins"]:

@@ -7,7 +7,7 @@ import copy
 import subprocess
 from pathlib import Path
 
-from . import checks, plumbing, rules
+from . import checks, plumbing, rules, sess
 from . import daemon as daemon_mod
 from .gen import NONCE, POISON
 from .harness import Runner, case_id
@@ -52,6 +52,21 @@ def _case(clients, dns, origins=None):
 
 # The gate's rules with /pin/a.tgz not pinned: the model still pins it.
 UNPINNED_A = rules.ALLOWLIST.replace(f"/pin/a.tgz {PINS[0][2][0]}", "/pin/a.tgz")
+
+
+# Sessions: two of them, s0's zone and s1's; clients carry their credentials.
+S0 = {"name": "st-zero", "token": "0123456789abcdef0123456789abcdef", "zone": 0, "expired": False}
+S1 = {"name": "st-one", "token": "fedcba9876543210fedcba9876543210", "zone": 1, "expired": False}
+SESS = {"require": True, "list": [S0, S1]}
+S0_NAME = f"h0-{NONCE}.s0.fuzz.test"
+S1_NAME = f"h1-{NONCE}.s1.fuzz.test"
+
+
+def _sess_case(clients, dns, origins=None, spec=SESS):
+    c = _case(clients, dns, origins)
+    c["sessions"] = copy.deepcopy(spec)
+    c["id"] = case_id(c)
+    return c
 
 
 def _send(text):
@@ -120,6 +135,25 @@ SCENARIOS = [
                                    + "X" + BODIES["big"][1:-10].decode(), "w": []},
                {"op": "sleep", "ms": 200}, {"op": "send", "d": BODIES["big"][-10:].decode(), "w": []}])}),
      {"pin_held_body_leaked"}, {"inspect": "on", "pin_hold_kib": 0}),
+    ("a gate that does not require credentials where the model does (require = no)", "", "",
+     _sess_case([_get(OK_NAME)], _dns(OK_NAME, "o11"), {"o11:80": _send("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")}),
+     {"auth_bypassed", "auth_not_refused", "dns_for_refused"}, {"sess_break": "require_no"}),
+    ("a gate that takes a wrong token (its token_sha256 is of another)", "", "",
+     _sess_case([_get(OK_NAME, f"Proxy-Authorization: {sess.cred(S0['name'], S0['token'] + '0')}\r\n")],
+                _dns(OK_NAME, "o12"), {"o12:80": _send("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")}),
+     {"session_without_credential", "auth_not_refused", "dns_for_refused"}, {"sess_break": "hash"}),
+    ("a session's own list has another session's zone", "", "",
+     _sess_case([dict(_get(S1_NAME, f"Proxy-Authorization: {sess.cred(S0['name'], S0['token'])}\r\n"),
+                      data=f"GET http://{S1_NAME}/st HTTP/1.1\r\nHost: {S1_NAME}\r\n"
+                           f"Proxy-Authorization: {sess.cred(S0['name'], S0['token'])}\r\n\r\n")],
+                _dns(S1_NAME, "o13"), {"o13:80": _send("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")}),
+     {"session_cross_host", "session_cross_origin", "dns_cross_session"}, {"sess_break": "cross"}),
+    ("an origin's reply carries a session's token", "", "",
+     _sess_case([dict(_get(S0_NAME), data=f"GET http://{S0_NAME}/st HTTP/1.1\r\nHost: {S0_NAME}\r\n"
+                                         f"Proxy-Authorization: {sess.cred(S0['name'], S0['token'])}\r\n\r\n")],
+                _dns(S0_NAME, "o14"),
+                {"o14:80": _send(f"HTTP/1.1 200 OK\r\nContent-Length: 32\r\n\r\n{S1['token']}")}),
+     {"token_leaked"}, {}),
 ]
 
 
@@ -277,6 +311,80 @@ def pure_inspect_checks():
     return fails
 
 
+def pure_session_checks():
+    """The session checks on made-up lines, replies and connections: each
+    breaks one property and must be reported."""
+    fails = []
+    cfg = sess.Config(SESS)
+    name = "h0-abcdef.s0.fuzz.test"
+    c0 = sess.cred(S0["name"], S0["token"])
+    c1 = sess.cred(S1["name"], S1["token"])
+
+    def req(creds, host=name):
+        return f"GET http://{host}/x HTTP/1.1\r\nHost: {host}\r\n{creds}\r\n"
+
+    def line(i, **kw):
+        l = {"event": "decision", "id": f"p{i}", "seq": i, "client": "127.0.0.1:41000", "method": "GET",
+             "host": name, "port": 80, "decision": "allow", "reason": "allowlisted", "addr": "11.0.1.10"}
+        l.update(kw)
+        return {k: v for k, v in l.items() if v is not None}
+
+    class _C:
+        def __init__(self, sent, got=b"", outcome="eof"):
+            self.local_port, self.sent, self.received, self.outcome = 41000, sent, bytearray(got), outcome
+
+    r407 = (b"HTTP/1.1 407 Proxy Authentication Required\r\nSluice-Decision: deny; reason=auth_failed\r\n"
+            b'Proxy-Authenticate: Basic realm="sluice"\r\nContent-Length: 0\r\n\r\n')
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    switched = (req(f"Proxy-Authorization: {c0}\r\n") + req(f"Proxy-Authorization: {c1}\r\n")).encode()
+    good = [line(1, session=S0["name"]), {"event": "close", "id": "p1", "session": S0["name"], "end": "done"},
+            line(2, session=S0["name"], decision="deny", reason="auth_failed", session_claimed=S1["name"])]
+
+    def conn(data):
+        c = OriginConn(None, "11.0.1.10", 80, None, 1)
+        c.data = bytearray(data)
+        return c
+
+    cases = [
+        ("a keep-alive connection that switched sessions, refused", good, [_C(switched, ok + r407)], [], [], set()),
+        ("a close line without its connection's session",
+         [good[0], dict(good[1], session=None)], [_C(switched[:len(switched) // 2], ok)], [], [], {"session_field"}),
+        ("a switched keep-alive connection allowed on", [good[0], good[1], dict(good[2], decision="allow",
+                                                                                reason="allowlisted")],
+         [_C(switched, ok + ok)], [], [], {"auth_not_refused"}),
+        ("a refusal naming no claimed session", [good[0], good[1], dict(good[2], session_claimed=None)],
+         [_C(switched, ok + r407)], [], [], {"session_claimed"}),
+        ("a request decided after the refusal", good + [line(3, session=S0["name"])],
+         [_C(switched + req(f"Proxy-Authorization: {c0}\r\n").encode(), ok + r407)], [], [], {"after_refusal"}),
+        ("a 407 without Proxy-Authenticate", good,
+         [_C(switched, ok + r407.replace(b'Proxy-Authenticate: Basic realm="sluice"\r\n', b""))], [], [],
+         {"auth_reply"}),
+        ("an origin got Proxy-Authorization", [], [], [conn(req(f"Proxy-Authorization: {c0}\r\n").encode())], [],
+         {"proxy_auth_forwarded"}),
+        ("a log line with a token", [], [], [], [(1, S0["token"].encode(), b'{"x":"' + S0["token"].encode() + b'"}')],
+         {"token_leaked"}),
+        ("a line naming a session on a gate without sessions", [line(1, session=S0["name"])],
+         [_C(req(f"Proxy-Authorization: {c0}\r\n").encode(), ok)], [], [],
+         {"session_field"}),
+    ]
+    for what, lines, clients, conns, hits, want in cases:
+        o = checks.Oracle(_Dns({name: {"11.0.1.10"}}))
+        o.sess = None if "without sessions" in what else cfg
+        got = {v.kind for v in o.add_lines(copy.deepcopy(lines))}
+        for r in clients:
+            got |= {v.kind for v in o.check_client(r)}
+        for c in conns:
+            got |= {v.kind for v in o.check_origin(c)}
+        got |= {v.kind for v in o.check_tokens(clients, conns, hits, {t.encode() for t in cfg.secrets()})}
+        got -= {"origin_conn_without_allow", "origin_request_without_allow", "origin_request_wrong_address",
+                "session_cross_origin"} if conns else set()
+        if (want and not want <= got) or (not want and got):
+            fails.append(f"session check '{what}': wanted {sorted(want) or 'nothing'}, got {sorted(got)}")
+        else:
+            print(f"fuzz-daemon: self-test: {what}: reported {sorted(got)}: ok", flush=True)
+    return fails
+
+
 def pure_checks():
     """The parts that need no daemon: the origin-side parser finds a
     desync, the log reader finds a broken chain."""
@@ -314,7 +422,7 @@ def tampered_log_fails(path, binary):
 
 
 async def run(o):
-    problems = pure_checks() + pure_inspect_checks()
+    problems = pure_checks() + pure_inspect_checks() + pure_session_checks()
     problems += await plumbing.run(o.workdir)
     if not problems:
         print("fuzz-daemon: self-test: the TLS client and origins work through a plain relay", flush=True)

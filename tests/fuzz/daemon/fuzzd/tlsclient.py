@@ -67,6 +67,7 @@ async def run_tls_client(loop, spec, port, head, plain, host, gate_ca, until=Non
     r.plain_sent = bytearray()
     r.tls = {"state": "connecting"}
     r.tunnel_host = host
+    r.sent = head         # the CONNECT, its credentials with it (checks.py's session model)
     r.t_start = time.monotonic()
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setblocking(False)
