@@ -26,7 +26,7 @@ static const char *const decision_deny[] = {
     "not_allowlisted", "port_not_allowed", "bad_request", "non_public_address", "dns_error",
     "dns_timeout", "connect_failed", "connect_timeout", "sni_mismatch", "too_many_clients",
     "log_unavailable", "shutdown", "rule_not_matched", "upstream_tls_failed", "integrity_unverifiable",
-    "auth_required", "auth_failed", "other",
+    "auth_required", "auth_failed", "session_revoked", "other",
 };
 /* Requests inside an inspected tunnel: refused by the rules or the path
  * check, or failed on the way to the origin (a reconnect). */
