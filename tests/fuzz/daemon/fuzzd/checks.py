@@ -168,6 +168,7 @@ def _body_key(body):
 
 class Oracle:
     def __init__(self, dns, secret=None, rule_lines=()):
+        self.allow_retries(())   # none until the harness says which connections went unanswered
         self.dns = dns
         self.secret = secret.encode() if secret else None
         self.rule_lines = list(rule_lines)           # allowlist line of each of rules.RULES
@@ -693,6 +694,39 @@ class Oracle:
         return out
 
     # --- what origins got -------------------------------------------------------
+    def allow_retries(self, conns):
+        """The gate sends an idempotent request without a body once more, on
+        a new connection, when the kept origin connection it went on ended
+        before any byte of a response (RFC 9112 9.3.1; exchange.c). So each
+        origin connection whose last complete request is such a one, and
+        got no response (or ended with a reset or a TLS error, which can
+        destroy a response before the gate reads it), allows that request
+        one more arrival (and one more connection to its address).
+        Recomputed before each look."""
+        self.retry_plain = collections.Counter()   # (host, port) -> extra arrivals in the clear
+        self.retry_tls = collections.Counter()     # (host, port) -> extra arrivals in TLS
+        self.retry_keys = collections.Counter()    # request key -> extra arrivals in TLS
+        self.retry_addr = collections.Counter()    # (addr, port) -> extra connections
+        for c in conns:
+            if not c.data:
+                continue
+            reqs, _, _ = parse_requests(c.data)
+            done = [r for r in reqs if r.complete]
+            if not done or done[-1].method not in ("GET", "HEAD", "OPTIONS") or done[-1].body_len:
+                continue
+            answered = count_responses(bytes(c.sent), [r.method for r in done]) >= len(done)
+            if (answered and not getattr(c, "aborted", False)) or (c.tls is None and len(done) < 2):
+                continue   # answered; or in the clear on a connection that was not kept (a retry's own)
+            last = done[-1]
+            host, _ = split_host_header(last.host or "")
+            host = norm_host(host)
+            if c.tls is not None:
+                self.retry_tls[(host, c.port)] += 1
+                self.retry_keys[(host, last.method, last.target, _body_key(last.body))] += 1
+            else:
+                self.retry_plain[(host, c.port)] += 1
+                self.retry_addr[(c.local, c.port)] += 1
+
     def check_origin(self, c):
         out = []
         self._note_bodies(c)
@@ -718,7 +752,7 @@ class Oracle:
             return out
         key = (c.local, c.port)
         self.used_conns[key] += 1
-        if self.used_conns[key] > self.allow_by_addr[key]:
+        if self.used_conns[key] > self.allow_by_addr[key] + self.retry_addr[key]:
             out.append(Violation("origin_conn_without_allow",
                                  f"{self.used_conns[key]} connections to {c.local}:{c.port} carried bytes, "
                                  f"{self.allow_by_addr[key]} allow lines name it; got {bytes(c.data[:300])!r}"))
@@ -740,7 +774,7 @@ class Oracle:
                 out.append(Violation("origin_request_wrong_port",
                                      f"Host {r.host} arrived at {c.local}:{c.port}"))
             self.used_reqs[(host, c.port)] += 1
-            if self.used_reqs[(host, c.port)] > self.allow_by_host[(host, c.port)]:
+            if self.used_reqs[(host, c.port)] > self.allow_by_host[(host, c.port)] + self.retry_plain[(host, c.port)]:
                 out.append(Violation("origin_request_without_allow",
                                      f"request {self.used_reqs[(host, c.port)]} for {host}:{c.port} reached "
                                      f"{c.local}, {self.allow_by_host[(host, c.port)]} allow lines"))
@@ -820,7 +854,8 @@ class Oracle:
                 out.append(Violation("origin_request_unlisted",
                                      f"{r} reached {where} in TLS: {why or 'not origin-form'}"))
             self.used_tls_reqs[(host, c.port)] += 1
-            if self.used_tls_reqs[(host, c.port)] > self.allow_req_by_host[(host, c.port)]:
+            if self.used_tls_reqs[(host, c.port)] > self.allow_req_by_host[(host, c.port)] + \
+                    self.retry_tls[(host, c.port)]:
                 out.append(Violation("origin_request_without_allow",
                                      f"request {self.used_tls_reqs[(host, c.port)]} for {host}:{c.port} reached "
                                      f"{where} in TLS, {self.allow_req_by_host[(host, c.port)]} allow request lines"))
@@ -836,7 +871,7 @@ class Oracle:
             if r.complete:
                 key = (host, r.method, r.target, _body_key(r.body))
                 self.got_reqs[key] += 1
-                if self.got_reqs[key] > self.sent_reqs[key]:
+                if self.got_reqs[key] > self.sent_reqs[key] + self.retry_keys[key]:
                     out.append(Violation("origin_request_not_sent",
                                          f"{r} reached {where} {self.got_reqs[key]} time(s); clients sent it "
                                          f"{self.sent_reqs[key]} time(s) in tunnels"))

@@ -564,6 +564,7 @@ class Runner:
             out = []
             for r in list(results) + list(self.canary_results):
                 out += o.check_client(r)
+            o.allow_retries(conns)
             for c in conns:
                 out += o.check_origin(c)
             if attempt == 0 and any(v.kind in COUNT_KINDS for v in out):

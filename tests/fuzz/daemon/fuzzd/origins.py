@@ -28,6 +28,8 @@ class OriginConn:
         self.t_accept = time.monotonic()
         self.data = bytearray()
         self.sent = bytearray()  # what the script sent (plaintext, inside TLS): the bodies a pin was checked on
+        self.aborted = False     # it ended with a reset, an alert or a bad record: what it sent may never have
+                                 # reached the gate (a reset drops the unread data), so the gate may retry
         self.parsed = 0         # requests consumed by "req" ops
         self.eof = False
         self.closed = False
@@ -315,6 +317,7 @@ class Origins:
                 elif k == "shut":
                     c.sock.shutdown(socket.SHUT_WR)
                 elif k == "rst":
+                    c.aborted = True
                     self._drain_now(c)
                     self._close(c, rst=True)
                     return
@@ -327,8 +330,10 @@ class Origins:
                 elif k == "notify" and c.side:       # close_notify, then go on reading
                     await c.side.notify()
                 elif k == "alert" and c.side:        # an alert in the clear where records are encrypted
+                    c.aborted = True
                     await self.loop.sock_sendall(c.sock, ALERT_RECORD)
                 elif k == "badrec" and c.side:       # a record that cannot decrypt
+                    c.aborted = True
                     await self.loop.sock_sendall(c.sock, bad_record(int(op.get("n", 32))))
                 elif k == "reflect" and c.side and self.raw:
                     # self-test only: the request as the origin got it, sent back
