@@ -348,13 +348,20 @@ def test_an_origin_that_ends_at_any_point_of_a_response_gets_one_line_per_reques
                                                                                   how):
     """Cut before the head ends: the client gets sluice's 502; cut in the
     body: the client is cut off. Either way the request has one line, the
-    tunnel one decision and one close line."""
+    tunnel one decision and one close line. With nothing of a response
+    (cut 0) the GET went on the connection made for the tunnel, so it is
+    sent once more on a new one (RFC 9112 9.3.1), which here is cut too:
+    exactly two origin connections see it."""
     o = tls_origin
     s = sluice_inspecting(allow=H2_RULES)
     resp_len = len(tlsorigin.OriginConn.response(b"0123456789"))
     head_len = resp_len - 10
     for cut in (0, 1, 8, head_len - 2, head_len, head_len + 3, -1):
+        o.reset_script()
+        m = o.mark()
         o.play(_answer_then(cut, how))
+        if cut == 0:
+            o.play(_answer_then(cut, how))   # the retry's connection
         tsock, conn, raw = tls_through(s.port, H2, s.ca)
         try:
             r = conn.request("GET", "/x", host=H2)
@@ -370,6 +377,8 @@ def test_an_origin_that_ends_at_any_point_of_a_response_gets_one_line_per_reques
         d, lines = _one_tunnel_record(s, raw.local_port, 1)
         [req] = [l for l in lines if l["event"] == "request"]
         assert req.get("end") in ("origin_eof", "origin_error"), show(lines)
+        if cut == 0:
+            assert len(o.wait_conns(m, 2)) == 2, "the GET was not sent once more on a new connection"
     assert s.alive()
 
 
