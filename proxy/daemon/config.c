@@ -259,6 +259,7 @@ static void add_allowlist_file(loader *l, const char *path)
     sl_policy *p = l->p;
     p->allowlist_files = xrealloc(p->allowlist_files, (p->nallowlist_files + 1) * sizeof(char *));
     p->allowlist_files[p->nallowlist_files++] = xstrdup(path);
+    sl_policy_note_input(p, path, false);
     sl_allowlist_load_file(p->allow, path, report_cb, l);
 }
 
@@ -272,6 +273,7 @@ static int cmp_names(const void *a, const void *b)
  * Dot-names are skipped (Kubernetes' ..data links among them). */
 static void add_allowlist_dir(loader *l, const char *dir, const char *where, int line)
 {
+    sl_policy_note_input(l->p, dir, true);
     DIR *d = opendir(dir);
     if (!d) {
         report(l, where, line, "allowlist_dir %s: %s", dir, strerror(errno));
@@ -316,6 +318,10 @@ static void add_inline_allow(loader *l, const char *value, const char *where, in
  * files that required it as its provenance ("derived from a, b"). */
 static void add_derived(loader *l, const sl_strv *paths)
 {
+    for (size_t i = 0; i < paths->n; i++) {
+        struct stat st;
+        sl_policy_note_input(l->p, paths->v[i], stat(paths->v[i], &st) == 0 && S_ISDIR(st.st_mode));
+    }
     sl_derived *d = sl_derived_new();
     if (!d) {
         report(l, "--allow-from-lockfile", 0, "out of memory");
@@ -674,6 +680,7 @@ static void load_ini(loader *l, const char *path)
     char err[300];
     char *text = NULL;
     l->file = path;
+    sl_policy_note_input(l->p, path, false);
     const char *slash = strrchr(path, '/');
     if (slash)
         snprintf(l->dir, sizeof l->dir, "%.*s", (int)(slash - path), path);
@@ -700,6 +707,7 @@ static void dns_from_resolv_conf(loader *l)
 {
     FILE *f = fopen("/etc/resolv.conf", "r");
     char line[512];
+    sl_policy_note_input(l->p, "/etc/resolv.conf", false);
     if (!f)
         return;
     while (fgets(line, sizeof line, f) && l->p->ndns < SL_MAX_DNS) {
@@ -751,6 +759,7 @@ static bool is_name(const sl_entry *e)
 static void check_tls_file(loader *l, const char *cfg, int line, const char *key, const char *path,
                            bool private)
 {
+    sl_policy_note_input(l->p, path, false);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     struct stat st;
     if (fd < 0) {
@@ -814,8 +823,11 @@ static void check_inspection(loader *l, const char *config)
     if (p->credentials_file) {
         if (!p->secret_dir)
             report(l, cfg, l->cred_file_line, "[credentials] file needs secret_dir (where the secrets are)");
-        else
+        else {
+            sl_policy_note_input(p, p->credentials_file, false);
+            sl_policy_note_input(p, p->secret_dir, true);
             sl_credentials_load(p, p->credentials_file, p->secret_dir, report_cb, l);
+        }
     }
 }
 
@@ -833,6 +845,7 @@ static void load_sessions(loader *l, const char *config)
         return;
     }
     p->sessions_require = l->sessions_require_line ? l->sessions_require : true;
+    sl_policy_note_input(p, p->sessions_dir, true);
     struct stat st;
     if (stat(p->sessions_dir, &st) != 0) {
         report(l, cfg, l->sessions_dir_line, "[sessions] dir %s: %s", p->sessions_dir, strerror(errno));
@@ -965,7 +978,19 @@ void sl_policy_unref(sl_policy *p)
     sl_credentials_free(p);
     sl_sessions_free(p);
     free(p->sessions_dir);
+    for (size_t i = 0; i < p->ninputs; i++)
+        free(p->inputs[i].path);
+    free(p->inputs);
     free(p);
+}
+
+void sl_policy_note_input(sl_policy *p, const char *path, bool dir)
+{
+    for (size_t i = 0; i < p->ninputs; i++)
+        if (p->inputs[i].dir == dir && strcmp(p->inputs[i].path, path) == 0)
+            return;
+    p->inputs = xrealloc(p->inputs, (p->ninputs + 1) * sizeof *p->inputs);
+    p->inputs[p->ninputs++] = (sl_input){ .path = xstrdup(path), .dir = dir };
 }
 
 static void print_ports(FILE *out, const char *name, const sl_ports *ports)

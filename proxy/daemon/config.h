@@ -52,6 +52,15 @@ typedef struct sl_dns_server {
 
 struct sl_credential;
 
+/* One file or directory a policy was read from. [policy] watch watches
+ * them (a directory for its entries, a file through its directory, since
+ * editors and ConfigMaps replace files by rename) and [proxy] confine
+ * keeps them readable. */
+typedef struct sl_input {
+    char *path;
+    bool dir;              /* its entries were listed (allowlist_dir, sessions, secret_dir) */
+} sl_input;
+
 #define SL_DEFAULT_UPSTREAM_CA "/etc/ssl/certs/ca-certificates.crt"
 
 typedef struct sl_policy {
@@ -111,6 +120,9 @@ typedef struct sl_policy {
     bool sessions_require;                 /* a client without credentials gets 407 */
     struct sl_session *sessions;           /* sorted by name */
     size_t nsessions;
+
+    sl_input *inputs;                      /* every file and directory the load read, once each */
+    size_t ninputs;
 } sl_policy;
 
 /* Load the policy: defaults, then the config file (if any), then flags.
@@ -121,6 +133,9 @@ sl_policy *sl_policy_load(const sl_options *opt, sl_report_fn report, void *ctx)
 /* A reporter that prints each message on standard error after the prefix
  * given as ctx (a string, or NULL). */
 void sl_report_stderr(void *ctx, const char *msg);
+
+/* Records that the policy was read from path (kept once). */
+void sl_policy_note_input(sl_policy *p, const char *path, bool dir);
 
 sl_policy *sl_policy_ref(sl_policy *p);
 void sl_policy_unref(sl_policy *p);

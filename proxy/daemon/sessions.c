@@ -177,6 +177,7 @@ static void add_allowlist(loader *l, const char *value)
     }
     s->allowlist_files = xrealloc(s->allowlist_files, (s->nallowlist_files + 1) * sizeof(char *));
     s->allowlist_files[s->nallowlist_files++] = path;
+    sl_policy_note_input(l->p, path, false);
     sl_allowlist_load_file(s->allow, path, report_cb, l);
 }
 

@@ -1743,6 +1743,41 @@ static void test_print(void **state)
     sl_policy_unref(p);
 }
 
+/* The inputs list ([policy] watch and [proxy] confine use it): the config,
+ * each allowlist file, an allowlist directory as a directory, once each. */
+static bool has_input(const sl_policy *p, const char *path, bool dir)
+{
+    for (size_t i = 0; i < p->ninputs; i++)
+        if (p->inputs[i].dir == dir && strcmp(p->inputs[i].path, path) == 0)
+            return true;
+    return false;
+}
+
+static void test_inputs(void **state)
+{
+    (void)state;
+    char dir[PATH_MAX], cfg[PATH_MAX], al[PATH_MAX], d[PATH_MAX + 8], inner[PATH_MAX];
+    new_case_dir(dir, sizeof dir);
+    put(dir, "allow.txt", "a.example\n", al, sizeof al);
+    put(dir, "more/x.txt", "b.example\n", inner, sizeof inner);
+    snprintf(d, sizeof d, "%s/more", dir);
+    sl_options o = no_opts();
+    const char *flag_dns[] = { "192.0.2.53" };
+    o.dns_server = (sl_strv){ flag_dns, 1 };
+    sl_policy *p = load_ini(dir, INI("[policy]\nallowlist = allow.txt\nallowlist = allow.txt\nallowlist_dir = more\n"), &o,
+                            cfg, sizeof cfg);
+    if (!p)
+        dump_reports();
+    assert_non_null(p);
+    assert_true(has_input(p, cfg, false));
+    assert_true(has_input(p, al, false));
+    assert_true(has_input(p, d, true));
+    assert_true(has_input(p, inner, false));
+    assert_false(has_input(p, "/etc/resolv.conf", false));   /* a --dns-server: not read */
+    assert_int_equal(p->ninputs, 4);                         /* allow.txt twice is one input */
+    sl_policy_unref(p);
+}
+
 /* ---- setup ---- */
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1788,6 +1823,7 @@ int main(void)
         cmocka_unit_test(test_comments),
         cmocka_unit_test(test_config_unreadable),
         cmocka_unit_test(test_dns_sources),
+        cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_admin_empty_is_off),
         cmocka_unit_test(test_relative_paths),
         cmocka_unit_test(test_precedence),
